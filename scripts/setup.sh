@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what cdc_assets needs on a fresh Debian machine: the ODBC driver manager that the
+# pyodbc wheel links against (plus FreeTDS), Java 17 for Spark, and a .venv with the project.
+# Safe to run twice: every step checks before it installs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+ldconfig -p | grep -q 'libodbc.so.2' || need_apt+=(unixodbc)
+[ -e /usr/lib/x86_64-linux-gnu/odbc/libtdsodbc.so ] || [ -e /usr/lib/aarch64-linux-gnu/odbc/libtdsodbc.so ] \
+  || need_apt+=(tdsodbc)
+if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
+  need_apt+=(openjdk-17-jre-headless)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing system packages: ${need_apt[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+echo "setup: installing the project into .venv"
+.venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+echo "setup: done"
