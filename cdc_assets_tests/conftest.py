@@ -1,0 +1,32 @@
+"""Shared fixtures: one Spark session for the whole test session (local[2], UI off)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+# Executors must run this interpreter (the venv's), or they lack the project's packages.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """Started on first use only, so tests that need no Spark do not pay its start-up."""
+    from cdc_assets.spark.session import build_spark_session
+
+    session = build_spark_session(
+        master="local[2]",
+        app_name="cdc_assets_tests",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
