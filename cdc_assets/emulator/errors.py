@@ -1,0 +1,222 @@
+"""PEP 249 exceptions shaped like pyodbc's, and the SQL Server errors the emulator raises.
+
+pyodbc raises ``exc.args == (sqlstate, message)`` where the message reads
+``[42000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]<text> (<number>)
+(SQLExecDirectW)``.
+The emulator keeps that shape (with ``[cdc_assets emulator]`` as the driver name) so callers can
+match the native error number the same way against both, e.g. ``"(313)" in str(exc)``.
+The class follows pyodbc's mapping of the SQLSTATE class: ``42`` -> ProgrammingError,
+``23`` -> IntegrityError, ``22`` -> DataError, ``HYT00``/``08`` -> OperationalError,
+``0A000`` -> NotSupportedError.
+"""
+
+from __future__ import annotations
+
+DRIVER = "[cdc_assets emulator][SQL Server]"
+
+
+class Warning(Exception):
+    """PEP 249 ``Warning``."""
+
+
+class Error(Exception):
+    """Base class of every emulator error (PEP 249 ``Error``).
+
+    ``args == (sqlstate, message)`` as with pyodbc; ``number`` is the SQL Server error number
+    (0 when there is none).
+    """
+
+    def __init__(self, sqlstate: str, message: str, number: int = 0) -> None:
+        super().__init__(sqlstate, message)
+        self.sqlstate = sqlstate
+        self.number = number
+
+    def __str__(self) -> str:
+        return f"('{self.args[0]}', {self.args[1]!r})"
+
+
+class InterfaceError(Error):
+    """Misuse of the DB-API object itself (closed cursor, closed connection)."""
+
+
+class DatabaseError(Error):
+    """Errors reported by the database."""
+
+
+class DataError(DatabaseError):
+    """Bad data: overflow, truncation, conversion (SQLSTATE class 22)."""
+
+
+class OperationalError(DatabaseError):
+    """Lock time-outs, busy database, I/O problems."""
+
+
+class IntegrityError(DatabaseError):
+    """Constraint violations (SQLSTATE class 23)."""
+
+
+class InternalError(DatabaseError):
+    """The emulator's own state is inconsistent."""
+
+
+class ProgrammingError(DatabaseError):
+    """Invalid objects, columns, syntax, CDC misuse (SQLSTATE class 42 and most server errors)."""
+
+
+class NotSupportedError(DatabaseError):
+    """A T-SQL construct the emulator does not implement; the message names it."""
+
+
+def _message(sqlstate: str, text: str, number: int) -> str:
+    suffix = f" ({number})" if number else ""
+    return f"[{sqlstate}] {DRIVER}{text}{suffix} (SQLExecDirectW)"
+
+
+def server_error(
+    number: int, text: str, *, sqlstate: str = "42000", cls: type[Error] = ProgrammingError
+) -> Error:
+    """Build the exception pyodbc would raise for SQL Server error ``number`` with ``text``."""
+    return cls(sqlstate, _message(sqlstate, text, number), number)
+
+
+def not_supported(construct: str) -> NotSupportedError:
+    """The emulator cannot run ``construct``; never guess an answer instead."""
+    text = f"The cdc_assets emulator does not support {construct}."
+    return NotSupportedError("0A000", _message("0A000", text, 0), 0)
+
+
+def interface_error(text: str) -> InterfaceError:
+    return InterfaceError("HY000", _message("HY000", text, 0), 0)
+
+
+# -- the SQL Server errors used by the emulator ---------------------------------------------------
+
+
+def invalid_object(name: str) -> Error:
+    """208: the object does not exist (e.g. ``cdc.change_tables`` before ``sp_cdc_enable_db``)."""
+    return server_error(208, f"Invalid object name '{name}'.", sqlstate="42S02")
+
+
+def invalid_column(name: str) -> Error:
+    """207: unknown column."""
+    return server_error(207, f"Invalid column name '{name}'.", sqlstate="42S22")
+
+
+def ambiguous_column(name: str) -> Error:
+    """209: a column name that matches more than one table in scope."""
+    return server_error(209, f"Ambiguous column name '{name}'.", sqlstate="42000")
+
+
+def cdc_function_range(function: str) -> Error:
+    """313: a CDC query function called with a range outside the validity interval.
+
+    SQL Server reports every invalid argument of ``cdc.fn_cdc_get_all_changes_<ci>`` and
+    ``cdc.fn_cdc_get_net_changes_<ci>`` (range below the minimum LSN, above the maximum LSN,
+    from > to, bad row filter) with this misleading text, the function name cut after the prefix.
+    """
+    return server_error(
+        313,
+        "An insufficient number of arguments were supplied for the procedure or function "
+        f"{function} ... .",
+    )
+
+
+def primary_key_violation(constraint: str, table: str, key: str | None = None) -> Error:
+    """2627: duplicate key."""
+    text = (
+        f"Violation of PRIMARY KEY constraint '{constraint}'. "
+        f"Cannot insert duplicate key in object '{table}'."
+    )
+    if key is not None:
+        text += f" The duplicate key value is ({key})."
+    return server_error(2627, text, sqlstate="23000", cls=IntegrityError)
+
+
+def null_violation(column: str, table: str, action: str) -> Error:
+    """515: NULL into a NOT NULL column."""
+    return server_error(
+        515,
+        f"Cannot insert the value NULL into column '{column}', table '{table}'; column does not "
+        f"allow nulls. {action} fails.",
+        sqlstate="23000",
+        cls=IntegrityError,
+    )
+
+
+def snapshot_not_allowed(database: str) -> Error:
+    """3952: SNAPSHOT isolation used while ``ALLOW_SNAPSHOT_ISOLATION`` is OFF."""
+    return server_error(
+        3952,
+        f"Snapshot isolation transaction failed accessing database '{database}' because snapshot "
+        "isolation is not allowed in this database. Use ALTER DATABASE to allow snapshot "
+        "isolation.",
+        sqlstate="HY000",
+        cls=ProgrammingError,
+    )
+
+
+def snapshot_update_conflict(table: str) -> Error:
+    """3960: a SNAPSHOT transaction tried to write after another transaction committed."""
+    return server_error(
+        3960,
+        "Snapshot isolation transaction aborted due to update conflict. You cannot use snapshot "
+        f"isolation to access table '{table}' directly or indirectly in database to update, "
+        "delete, or insert the row that has been modified or deleted by another transaction. "
+        "Retry the transaction or change the isolation level for the update/delete statement.",
+        sqlstate="HY000",
+        cls=OperationalError,
+    )
+
+
+def lock_timeout() -> Error:
+    """1222: the lock could not be taken within the busy time-out."""
+    return server_error(
+        1222, "Lock request time out period exceeded.", sqlstate="HYT00", cls=OperationalError
+    )
+
+
+def arithmetic_overflow(type_name: str) -> Error:
+    """8115: a value does not fit its target type."""
+    return server_error(
+        8115,
+        f"Arithmetic overflow error converting expression to data type {type_name}.",
+        sqlstate="22003",
+        cls=DataError,
+    )
+
+
+def truncation() -> Error:
+    """8152: a string or binary value longer than its column."""
+    return server_error(
+        8152, "String or binary data would be truncated.", sqlstate="22001", cls=DataError
+    )
+
+
+def conversion_failed(value: object, type_name: str) -> Error:
+    """245/241/8169-style conversion failure."""
+    return server_error(
+        245,
+        f"Conversion failed when converting the value '{value}' to data type {type_name}.",
+        sqlstate="22018",
+        cls=DataError,
+    )
+
+
+def no_transaction(statement: str) -> Error:
+    """3902/3903: COMMIT or ROLLBACK without BEGIN TRANSACTION."""
+    if statement == "COMMIT":
+        return server_error(
+            3902,
+            "The COMMIT TRANSACTION request has no corresponding BEGIN TRANSACTION.",
+            sqlstate="25000",
+        )
+    return server_error(
+        3903,
+        "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION.",
+        sqlstate="25000",
+    )
+
+
+def cdc_error(number: int, text: str) -> Error:
+    """CDC administration errors (22xxx), raised by the ``sys.sp_cdc_*`` procedures."""
+    return server_error(number, text, sqlstate="42000")

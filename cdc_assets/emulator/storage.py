@@ -1,0 +1,533 @@
+"""The SQLite file layout: internal bookkeeping tables, system tables and ``sys.*`` views.
+
+SQLite has no schemas, so every SQL Server object lives in one SQLite table whose name is the
+dotted SQL Server name: ``[dbo].[orders]`` is ``"dbo.orders"``, ``cdc.change_tables`` is
+``"cdc.change_tables"``, ``msdb.dbo.cdc_jobs`` is ``"msdb.dbo.cdc_jobs"``. Emulator bookkeeping
+tables start with ``_emu_`` and are never reachable from T-SQL.
+
+Bookkeeping:
+
+- ``_emu_state`` (one row): ``catalog_token`` (a random value replaced by every DDL, so cached
+  translations never outlive the schema they were made for), ``last_lsn`` (the last LSN handed out,
+  an 80-bit LSN kept as an integer), ``last_tran_id``, ``captured_lsn`` (the capture job's
+  position), ``next_object_id``, ``next_session_id``.
+- ``_emu_meta``: database-level settings (``cdc_enabled``, ``allow_snapshot``, ``create_date``).
+- ``_emu_schemas``, ``_emu_objects``, ``_emu_columns``, ``_emu_key_columns``: the catalog behind
+  ``sys.schemas``, ``sys.tables``, ``sys.columns`` and the primary keys.
+- ``_emu_instances``: per capture instance what SQL Server keeps in the log (creation LSN, the
+  source column ids it captures).
+- ``_emu_transactions``: committed transactions that wrote change-log rows, waiting for capture.
+- ``_emu_ddl_log``: DDL on tracked tables, waiting for capture into ``cdc.ddl_history``.
+- ``_emu_jobs``: whether the capture / cleanup agent jobs are running, since when.
+- ``_emu_log_<object_id>``: the change log of one tracked table (see :mod:`.changelog`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import sqlite3
+from dataclasses import dataclass
+
+from . import types as T
+from .types import SqlType
+
+DATABASE_ID = 5
+FIRST_LSN = (0x2A << 48) | (0x100 << 16) | 1
+FIRST_OBJECT_ID = 1_013_578_649
+LSN_STEP = 16
+
+SCHEMA_IDS = {"dbo": 1, "guest": 2, "INFORMATION_SCHEMA": 3, "sys": 4}
+CDC_SCHEMA_ID = 5
+
+
+@dataclass(frozen=True)
+class SystemObject:
+    """A system table or view: its SQL Server name, SQLite name and typed columns."""
+
+    schema: str
+    name: str
+    columns: tuple[tuple[str, SqlType], ...]
+    requires_cdc: bool = False
+    catalog: str | None = None
+
+    @property
+    def physical(self) -> str:
+        prefix = f"{self.catalog}." if self.catalog else ""
+        return f"{prefix}{self.schema}.{self.name}"
+
+
+def _cols(*pairs: tuple[str, SqlType]) -> tuple[tuple[str, SqlType], ...]:
+    return tuple(pairs)
+
+
+S = T.SYSNAME
+SYSTEM_OBJECTS: tuple[SystemObject, ...] = (
+    SystemObject(
+        "cdc",
+        "change_tables",
+        _cols(
+            ("object_id", T.INT),
+            ("version", T.INT),
+            ("source_object_id", T.INT),
+            ("capture_instance", S),
+            ("start_lsn", T.LSN),
+            ("end_lsn", T.LSN),
+            ("supports_net_changes", T.BIT),
+            ("has_drop_pending", T.BIT),
+            ("role_name", S),
+            ("index_name", S),
+            ("filegroup_name", S),
+            ("create_date", T.DATETIME),
+            ("partition_switch", T.BIT),
+        ),
+        requires_cdc=True,
+    ),
+    SystemObject(
+        "cdc",
+        "captured_columns",
+        _cols(
+            ("object_id", T.INT),
+            ("column_name", S),
+            ("column_id", T.INT),
+            ("column_type", S),
+            ("column_ordinal", T.INT),
+            ("is_computed", T.BIT),
+            ("masking_function", T.nvarchar(4000)),
+        ),
+        requires_cdc=True,
+    ),
+    SystemObject(
+        "cdc",
+        "index_columns",
+        _cols(
+            ("object_id", T.INT),
+            ("column_name", S),
+            ("index_ordinal", T.TINYINT),
+            ("column_id", T.INT),
+        ),
+        requires_cdc=True,
+    ),
+    SystemObject(
+        "cdc",
+        "lsn_time_mapping",
+        _cols(
+            ("start_lsn", T.LSN),
+            ("tran_begin_time", T.DATETIME),
+            ("tran_end_time", T.DATETIME),
+            ("tran_id", SqlType("varbinary", length=10)),
+            ("tran_begin_lsn", T.LSN),
+        ),
+        requires_cdc=True,
+    ),
+    SystemObject(
+        "cdc",
+        "ddl_history",
+        _cols(
+            ("source_object_id", T.INT),
+            ("object_id", T.INT),
+            ("required_column_update", T.BIT),
+            ("ddl_command", SqlType("nvarchar", length=-1)),
+            ("ddl_lsn", T.LSN),
+            ("ddl_time", T.DATETIME),
+        ),
+        requires_cdc=True,
+    ),
+    SystemObject(
+        "dbo",
+        "cdc_jobs",
+        _cols(
+            ("database_id", T.INT),
+            ("job_type", T.nvarchar(20)),
+            ("job_id", SqlType("uniqueidentifier")),
+            ("maxtrans", T.INT),
+            ("maxscans", T.INT),
+            ("continuous", T.BIT),
+            ("pollinginterval", T.BIGINT),
+            ("retention", T.BIGINT),
+            ("threshold", T.BIGINT),
+        ),
+        catalog="msdb",
+    ),
+    SystemObject(
+        "dbo",
+        "sysjobactivity",
+        _cols(
+            ("session_id", T.INT),
+            ("job_id", SqlType("uniqueidentifier")),
+            ("start_execution_date", T.DATETIME),
+            ("stop_execution_date", T.DATETIME),
+        ),
+        catalog="msdb",
+    ),
+    SystemObject(
+        "sys",
+        "dm_cdc_log_scan_sessions",
+        _cols(
+            ("session_id", T.INT),
+            ("start_time", T.DATETIME),
+            ("end_time", T.DATETIME),
+            ("duration", T.INT),
+            ("scan_phase", T.nvarchar(200)),
+            ("error_count", T.INT),
+            ("start_lsn", T.nvarchar(23)),
+            ("current_lsn", T.nvarchar(23)),
+            ("end_lsn", T.nvarchar(23)),
+            ("tran_count", T.BIGINT),
+            ("last_commit_lsn", T.nvarchar(23)),
+            ("last_commit_time", T.DATETIME),
+            ("log_record_count", T.BIGINT),
+            ("schema_change_count", T.INT),
+            ("command_count", T.BIGINT),
+            ("first_begin_cdc_lsn", T.nvarchar(23)),
+            ("last_commit_cdc_lsn", T.nvarchar(23)),
+            ("last_commit_cdc_time", T.DATETIME),
+            ("latency", T.INT),
+            ("empty_scan_count", T.INT),
+            ("failed_sessions_count", T.INT),
+        ),
+    ),
+    # -- views -------------------------------------------------------------------------------
+    SystemObject(
+        "sys",
+        "databases",
+        _cols(
+            ("name", S),
+            ("database_id", T.INT),
+            ("create_date", T.DATETIME),
+            ("compatibility_level", T.TINYINT),
+            ("collation_name", S),
+            ("state", T.TINYINT),
+            ("state_desc", T.nvarchar(60)),
+            ("is_read_only", T.BIT),
+            ("snapshot_isolation_state", T.TINYINT),
+            ("snapshot_isolation_state_desc", T.nvarchar(60)),
+            ("is_read_committed_snapshot_on", T.BIT),
+            ("recovery_model", T.TINYINT),
+            ("recovery_model_desc", T.nvarchar(60)),
+            ("is_cdc_enabled", T.BIT),
+        ),
+    ),
+    SystemObject(
+        "sys",
+        "schemas",
+        _cols(("name", S), ("schema_id", T.INT), ("principal_id", T.INT)),
+    ),
+    SystemObject(
+        "sys",
+        "tables",
+        _cols(
+            ("name", S),
+            ("object_id", T.INT),
+            ("principal_id", T.INT),
+            ("schema_id", T.INT),
+            ("parent_object_id", T.INT),
+            ("type", SqlType("char", length=2)),
+            ("type_desc", T.nvarchar(60)),
+            ("create_date", T.DATETIME),
+            ("modify_date", T.DATETIME),
+            ("is_ms_shipped", T.BIT),
+            ("is_tracked_by_cdc", T.BIT),
+            ("temporal_type", T.TINYINT),
+        ),
+    ),
+    SystemObject(
+        "sys",
+        "objects",
+        _cols(
+            ("name", S),
+            ("object_id", T.INT),
+            ("principal_id", T.INT),
+            ("schema_id", T.INT),
+            ("parent_object_id", T.INT),
+            ("type", SqlType("char", length=2)),
+            ("type_desc", T.nvarchar(60)),
+            ("create_date", T.DATETIME),
+            ("modify_date", T.DATETIME),
+            ("is_ms_shipped", T.BIT),
+        ),
+    ),
+    SystemObject(
+        "sys",
+        "columns",
+        _cols(
+            ("object_id", T.INT),
+            ("name", S),
+            ("column_id", T.INT),
+            ("system_type_id", T.TINYINT),
+            ("user_type_id", T.INT),
+            ("max_length", T.SMALLINT),
+            ("precision", T.TINYINT),
+            ("scale", T.TINYINT),
+            ("collation_name", S),
+            ("is_nullable", T.BIT),
+            ("is_ansi_padded", T.BIT),
+            ("is_rowguidcol", T.BIT),
+            ("is_identity", T.BIT),
+            ("is_computed", T.BIT),
+        ),
+    ),
+    SystemObject(
+        "sys",
+        "types",
+        _cols(
+            ("name", S),
+            ("system_type_id", T.TINYINT),
+            ("user_type_id", T.INT),
+            ("schema_id", T.INT),
+            ("principal_id", T.INT),
+            ("max_length", T.SMALLINT),
+            ("precision", T.TINYINT),
+            ("scale", T.TINYINT),
+            ("collation_name", S),
+            ("is_nullable", T.BIT),
+            ("is_user_defined", T.BIT),
+            ("is_assembly_type", T.BIT),
+            ("default_object_id", T.INT),
+            ("rule_object_id", T.INT),
+            ("is_table_type", T.BIT),
+        ),
+    ),
+    SystemObject(
+        "sys",
+        "dm_tran_current_transaction",
+        _cols(
+            ("transaction_id", T.BIGINT),
+            ("transaction_sequence_num", T.BIGINT),
+            ("transaction_is_snapshot", T.BIT),
+            ("first_snapshot_sequence_num", T.BIGINT),
+            ("last_transaction_sequence_num", T.BIGINT),
+            ("first_useful_sequence_num", T.BIGINT),
+        ),
+    ),
+    SystemObject(
+        "sys",
+        "dm_tran_database_transactions",
+        _cols(
+            ("transaction_id", T.BIGINT),
+            ("database_id", T.INT),
+            ("database_transaction_begin_time", T.DATETIME),
+            ("database_transaction_type", T.INT),
+            ("database_transaction_state", T.INT),
+            ("database_transaction_log_record_count", T.BIGINT),
+            ("database_transaction_begin_lsn", T.NUMERIC25),
+            ("database_transaction_last_lsn", T.NUMERIC25),
+            ("database_transaction_most_recent_savepoint_lsn", T.NUMERIC25),
+            ("database_transaction_commit_lsn", T.NUMERIC25),
+        ),
+    ),
+)
+
+SYSTEM_BY_NAME: dict[tuple[str | None, str, str], SystemObject] = {
+    (o.catalog, o.schema.lower(), o.name.lower()): o for o in SYSTEM_OBJECTS
+}
+
+_VIEWS: dict[str, str] = {
+    "sys.databases": """
+        SELECT _emu_db_name() AS name, 5 AS database_id,
+               (SELECT value FROM _emu_meta WHERE key = 'create_date') AS create_date,
+               150 AS compatibility_level, 'SQL_Latin1_General_CP1_CI_AS' AS collation_name,
+               0 AS state, 'ONLINE' AS state_desc, 0 AS is_read_only,
+               (SELECT value FROM _emu_meta WHERE key = 'allow_snapshot')
+                   AS snapshot_isolation_state,
+               CASE (SELECT value FROM _emu_meta WHERE key = 'allow_snapshot')
+                    WHEN 1 THEN 'ON' ELSE 'OFF' END AS snapshot_isolation_state_desc,
+               0 AS is_read_committed_snapshot_on, 1 AS recovery_model,
+               'FULL' AS recovery_model_desc,
+               (SELECT value FROM _emu_meta WHERE key = 'cdc_enabled') AS is_cdc_enabled""",
+    "sys.schemas": "SELECT name, schema_id, 1 AS principal_id FROM _emu_schemas",
+    "sys.tables": """
+        SELECT name, object_id, NULL AS principal_id, schema_id, 0 AS parent_object_id,
+               'U ' AS type, 'USER_TABLE' AS type_desc, create_date, modify_date,
+               is_ms_shipped, is_tracked_by_cdc, 0 AS temporal_type
+        FROM _emu_objects WHERE type = 'U'""",
+    "sys.objects": """
+        SELECT name, object_id, NULL AS principal_id, schema_id, 0 AS parent_object_id,
+               'U ' AS type, 'USER_TABLE' AS type_desc, create_date, modify_date,
+               is_ms_shipped
+        FROM _emu_objects""",
+    "sys.columns": """
+        SELECT c.object_id, c.name, c.column_id, t.system_type_id, t.user_type_id, c.max_length,
+               c.precision, c.scale,
+               CASE WHEN c.type_name IN ('char', 'varchar', 'nchar', 'nvarchar', 'text', 'ntext')
+                    THEN 'SQL_Latin1_General_CP1_CI_AS' END AS collation_name,
+               c.is_nullable, 1 AS is_ansi_padded, 0 AS is_rowguidcol, c.is_identity,
+               0 AS is_computed
+        FROM _emu_columns AS c JOIN _emu_types AS t ON t.name = c.type_name""",
+    "sys.types": """
+        SELECT name, system_type_id, user_type_id, 4 AS schema_id, NULL AS principal_id,
+               max_length, precision, scale,
+               CASE WHEN name IN ('char', 'varchar', 'nchar', 'nvarchar', 'text', 'ntext',
+                                  'sysname')
+                    THEN 'SQL_Latin1_General_CP1_CI_AS' END AS collation_name,
+               is_nullable, 0 AS is_user_defined, 0 AS is_assembly_type,
+               0 AS default_object_id, 0 AS rule_object_id, 0 AS is_table_type
+        FROM _emu_types""",
+    "sys.dm_tran_current_transaction": """
+        SELECT _emu_tran_id() AS transaction_id, _emu_tran_id() AS transaction_sequence_num,
+               _emu_tran_is_snapshot() AS transaction_is_snapshot,
+               _emu_tran_id() AS first_snapshot_sequence_num,
+               _emu_tran_id() AS last_transaction_sequence_num,
+               _emu_tran_id() AS first_useful_sequence_num""",
+    # Agent activity of the CDC jobs: started (stop NULL) or stopped by sp_cdc_start/stop_job.
+    "msdb.dbo.sysjobactivity": """
+        SELECT j.start_count AS session_id, c.job_id, j.start_time AS start_execution_date,
+               CASE WHEN j.running = 1 THEN NULL ELSE j.stop_time END AS stop_execution_date
+        FROM _emu_jobs AS j JOIN "msdb.dbo.cdc_jobs" AS c ON c.job_type = j.job_type""",
+    "sys.dm_tran_database_transactions": """
+        SELECT _emu_tran_id() AS transaction_id, 5 AS database_id,
+               _emu_tran_begin_time() AS database_transaction_begin_time,
+               _emu_tran_type() AS database_transaction_type,
+               CASE WHEN _emu_tran_begin_lsn() IS NULL THEN 1 ELSE 4 END
+                   AS database_transaction_state,
+               0 AS database_transaction_log_record_count,
+               _emu_tran_begin_lsn() AS database_transaction_begin_lsn,
+               _emu_tran_begin_lsn() AS database_transaction_last_lsn,
+               _emu_tran_savepoint_lsn() AS database_transaction_most_recent_savepoint_lsn,
+               NULL AS database_transaction_commit_lsn
+        WHERE _emu_tran_id() IS NOT NULL""",
+}
+
+_INTERNAL_DDL = """
+CREATE TABLE IF NOT EXISTS _emu_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _emu_schemas (
+    schema_id INTEGER PRIMARY KEY, name TEXT COLLATE NOCASE NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS _emu_objects (
+    object_id INTEGER PRIMARY KEY, schema_id INTEGER NOT NULL, name TEXT COLLATE NOCASE NOT NULL,
+    type TEXT NOT NULL, physical TEXT NOT NULL, create_date EMU_DT TEXT,
+    modify_date EMU_DT TEXT, is_ms_shipped EMU_BIT INTEGER NOT NULL DEFAULT 0,
+    is_tracked_by_cdc EMU_BIT INTEGER NOT NULL DEFAULT 0, pk_name TEXT,
+    next_column_id INTEGER NOT NULL DEFAULT 1, UNIQUE (schema_id, name));
+CREATE TABLE IF NOT EXISTS _emu_columns (
+    object_id INTEGER NOT NULL, column_id INTEGER NOT NULL, name TEXT COLLATE NOCASE NOT NULL,
+    type_name TEXT NOT NULL, type_sql TEXT NOT NULL, max_length INTEGER, precision INTEGER,
+    scale INTEGER, is_nullable EMU_BIT INTEGER NOT NULL, is_identity EMU_BIT INTEGER NOT NULL,
+    PRIMARY KEY (object_id, column_id));
+CREATE TABLE IF NOT EXISTS _emu_key_columns (
+    object_id INTEGER NOT NULL, column_id INTEGER NOT NULL, key_ordinal INTEGER NOT NULL,
+    PRIMARY KEY (object_id, key_ordinal));
+CREATE TABLE IF NOT EXISTS _emu_instances (
+    object_id INTEGER PRIMARY KEY, capture_instance TEXT COLLATE NOCASE NOT NULL UNIQUE,
+    source_object_id INTEGER NOT NULL, create_lsn INTEGER NOT NULL, column_ids TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS _emu_transactions (
+    lsn INTEGER PRIMARY KEY, tran_id INTEGER NOT NULL, begin_time TEXT, end_time TEXT,
+    begin_lsn INTEGER);
+CREATE TABLE IF NOT EXISTS _emu_ddl_log (
+    id INTEGER PRIMARY KEY, lsn INTEGER, source_object_id INTEGER NOT NULL,
+    ddl_command TEXT NOT NULL, ddl_time TEXT NOT NULL, required_column_update INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS _emu_ddl_log_lsn ON _emu_ddl_log (lsn);
+CREATE TABLE IF NOT EXISTS _emu_jobs (
+    job_type TEXT PRIMARY KEY, running INTEGER NOT NULL, start_count INTEGER NOT NULL,
+    start_time TEXT, stop_time TEXT);
+CREATE TABLE IF NOT EXISTS _emu_types (
+    name TEXT PRIMARY KEY, system_type_id INTEGER, user_type_id INTEGER, max_length INTEGER,
+    precision INTEGER, scale INTEGER, is_nullable INTEGER);
+"""
+
+CDC_OBJECT_NAMES = tuple(o for o in SYSTEM_OBJECTS if o.requires_cdc)
+
+
+def quote(name: str) -> str:
+    """Quote a SQLite identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def create_table_sql(physical: str, columns: tuple[tuple[str, SqlType], ...]) -> str:
+    body = ", ".join(f"{quote(name)} {t.decltype}" for name, t in columns)
+    return f"CREATE TABLE {quote(physical)} ({body})"
+
+
+def now() -> dt.datetime:
+    """The server clock (local time, like GETDATE())."""
+    return dt.datetime.now()
+
+
+def bootstrap(db: sqlite3.Connection) -> None:
+    """Create the internal layout in an empty database file (idempotent, multi-process safe)."""
+    exists = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_emu_state'"
+    ).fetchone()
+    if exists:
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_emu_state'"
+        ).fetchone():
+            db.execute("COMMIT")
+            return
+        for statement in _INTERNAL_DDL.strip().split(";"):
+            if statement.strip():
+                db.execute(statement)
+        created = T.DATETIME.encode(now())
+        db.executemany(
+            "INSERT INTO _emu_meta (key, value) VALUES (?, ?)",
+            [
+                ("db_guid", secrets.token_hex(8)),
+                ("create_date", created),
+                ("cdc_enabled", 0),
+                ("allow_snapshot", 0),
+            ],
+        )
+        db.executemany(
+            "INSERT INTO _emu_schemas (schema_id, name) VALUES (?, ?)",
+            [(sid, name) for name, sid in SCHEMA_IDS.items()],
+        )
+        db.executemany(
+            "INSERT INTO _emu_types VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(name, *row) for name, row in T.SYS_TYPES.items()],
+        )
+        for obj in SYSTEM_OBJECTS:
+            if obj.requires_cdc:
+                continue
+            if obj.physical in _VIEWS:
+                db.execute(f"CREATE VIEW {quote(obj.physical)} AS {_VIEWS[obj.physical]}")
+            else:
+                db.execute(create_table_sql(obj.physical, obj.columns))
+        db.execute(
+            "CREATE TABLE _emu_state (id INTEGER PRIMARY KEY CHECK (id = 1), "
+            "catalog_token INTEGER NOT NULL, last_lsn INTEGER NOT NULL, "
+            "last_tran_id INTEGER NOT NULL, captured_lsn INTEGER NOT NULL, "
+            "next_object_id INTEGER NOT NULL, next_session_id INTEGER NOT NULL)"
+        )
+        db.execute(
+            "INSERT INTO _emu_state VALUES (1, ?, ?, 0, ?, ?, 1)",
+            (new_token(), FIRST_LSN, FIRST_LSN, FIRST_OBJECT_ID),
+        )
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def new_token() -> int:
+    return secrets.randbits(62)
+
+
+def bump_catalog(db: sqlite3.Connection) -> None:
+    """Mark the catalog changed (call inside the DDL's transaction)."""
+    db.execute("UPDATE _emu_state SET catalog_token = ?", (new_token(),))
+
+
+def next_object_id(db: sqlite3.Connection) -> int:
+    (value,) = db.execute("SELECT next_object_id FROM _emu_state").fetchone()
+    db.execute("UPDATE _emu_state SET next_object_id = next_object_id + 1")
+    return int(value)
+
+
+def create_cdc_tables(db: sqlite3.Connection) -> None:
+    """The cdc schema's metadata tables, created by ``sys.sp_cdc_enable_db``."""
+    for obj in CDC_OBJECT_NAMES:
+        db.execute(create_table_sql(obj.physical, obj.columns))
+    db.execute(
+        'CREATE INDEX "cdc.lsn_time_mapping.start_lsn" ON "cdc.lsn_time_mapping" (start_lsn)'
+    )
+    db.execute(
+        'CREATE INDEX "cdc.lsn_time_mapping.tran_end_time" ON "cdc.lsn_time_mapping" '
+        "(tran_end_time)"
+    )
+
+
+def drop_cdc_tables(db: sqlite3.Connection) -> None:
+    for obj in CDC_OBJECT_NAMES:
+        db.execute(f"DROP TABLE IF EXISTS {quote(obj.physical)}")
