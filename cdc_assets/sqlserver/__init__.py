@@ -1,1 +1,104 @@
+"""The SQL Server CDC source layer: DB-API only (pyodbc or the emulator), no Dagster, no Spark.
 
+One module per concern, each with its T-SQL as constants next to the function that sends it:
+
+- :mod:`.connection` — settings (ODBC Driver 18 / FreeTDS, or the emulator) and connection factories
+- :mod:`.catalog` — capture instances, captured and key columns, the current instance
+- :mod:`.lsn_queries` — min/max LSN, increment/decrement, LSN <-> commit time
+- :mod:`.changes` — change rows of an LSN range as Arrow batches, with validity checks
+- :mod:`.ranges` — the next LSN range, capped by a number of transactions
+- :mod:`.snapshot` — exact (snapshot isolation) and fuzzy snapshots and their LSN
+- :mod:`.health` — capture job, scan latency, validity intervals
+- :mod:`.arrow_types` — SQL Server types as Arrow types
+- :mod:`.errors`, :mod:`.quoting`, :mod:`.dbapi` — errors, identifier quoting, DB-API plumbing
+"""
+
+from .catalog import CaptureInstance, Column, DatabaseInfo, SourceTable, database_info, discover
+from .changes import count_changes, read_changes, read_function_changes
+from .connection import (
+    ConnectionFactory,
+    DsnSettings,
+    EmulatorSettings,
+    OdbcSettings,
+    connection_factory,
+)
+from .errors import (
+    CaptureInstanceNotFound,
+    CaptureNotReady,
+    CdcNotEnabled,
+    KeylessTableNeedsSnapshotIsolation,
+    LockTimeout,
+    LoginFailed,
+    LsnNotAvailable,
+    PermissionDenied,
+    SnapshotIsolationNotAllowed,
+    SourceUnreachable,
+    SqlServerError,
+    translate_dbapi_error,
+)
+from .health import CaptureHealth, capture_health
+from .lsn_queries import (
+    decrement_lsn,
+    get_max_lsn,
+    get_min_lsn,
+    increment_lsn,
+    map_lsn_to_time,
+    map_time_to_lsn,
+    wait_for_max_lsn,
+)
+from .ranges import RangeStats, plan_next_range, range_stats
+from .snapshot import (
+    ExactSnapshot,
+    KeyRange,
+    SnapshotRead,
+    SnapshotResult,
+    begin_exact_snapshot,
+    snapshot_table,
+)
+
+__all__ = [
+    "CaptureHealth",
+    "CaptureInstance",
+    "CaptureInstanceNotFound",
+    "CaptureNotReady",
+    "CdcNotEnabled",
+    "Column",
+    "ConnectionFactory",
+    "DatabaseInfo",
+    "DsnSettings",
+    "EmulatorSettings",
+    "ExactSnapshot",
+    "KeyRange",
+    "KeylessTableNeedsSnapshotIsolation",
+    "LockTimeout",
+    "LoginFailed",
+    "LsnNotAvailable",
+    "OdbcSettings",
+    "PermissionDenied",
+    "RangeStats",
+    "SnapshotIsolationNotAllowed",
+    "SnapshotRead",
+    "SnapshotResult",
+    "SourceTable",
+    "SourceUnreachable",
+    "SqlServerError",
+    "begin_exact_snapshot",
+    "capture_health",
+    "connection_factory",
+    "count_changes",
+    "database_info",
+    "decrement_lsn",
+    "discover",
+    "get_max_lsn",
+    "get_min_lsn",
+    "increment_lsn",
+    "map_lsn_to_time",
+    "map_time_to_lsn",
+    "plan_next_range",
+    "range_stats",
+    "read_changes",
+    "read_function_changes",
+    "snapshot_table",
+    "translate_dbapi_error",
+    "wait_for_max_lsn",
+]

@@ -1,0 +1,186 @@
+"""Is capture alive and how far behind is it: the CDC jobs, the last log scan, the LSN interval.
+
+:func:`capture_health` gathers, in a handful of queries, what an operator asks first when a mirror
+stops moving: is there a capture job, is it running (SQL Server Agent's job activity), when did
+it last scan the log and with what latency, what is the max LSN and its commit time, and where
+each capture instance's validity interval starts (cleanup moves it up).
+:meth:`CaptureHealth.problems` turns that into sentences for asset checks and metadata.
+
+Parts the login may not see (``msdb`` job tables, ``sys.dm_cdc_log_scan_sessions`` needs VIEW
+DATABASE STATE) are reported as unknown (``None``) and named in ``unavailable``, never guessed.
+
+https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/dbo-cdc-jobs-transact-sql
+https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/change-data-capture-sys-dm-cdc-log-scan-sessions
+https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/dbo-sysjobactivity-transact-sql
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc_assets.lsn import Lsn
+
+from .dbapi import DbapiConnection, fetch_all, fetch_value
+from .errors import CaptureNotReady, PermissionDenied, SqlServerError
+from .lsn_queries import get_max_lsn, map_lsn_to_time
+
+__all__ = ["CaptureHealth", "capture_health"]
+
+
+@dataclass(frozen=True)
+class CaptureHealth:
+    """A snapshot of the capture process of one database (times are server local time)."""
+
+    job_configured: bool | None  # a capture job exists in msdb.dbo.cdc_jobs
+    polling_interval_s: int | None
+    maxtrans: int | None
+    retention_minutes: int | None  # the cleanup job's retention
+    last_scan_end: dt.datetime | None
+    latency_s: int | None  # of the last scan: its end time minus the last commit time it saw
+    max_lsn: Lsn | None
+    max_lsn_time: dt.datetime | None
+    min_lsn_per_instance: dict[str, Lsn | None]
+    job_running: bool | None = None  # from SQL Server Agent's activity; None: not visible
+    continuous: bool | None = None
+    last_scan_errors: int | None = None
+    server_time: dt.datetime | None = None
+    unavailable: tuple[str, ...] = field(default=())
+
+    @property
+    def seconds_since_last_scan(self) -> float | None:
+        if self.last_scan_end is None or self.server_time is None:
+            return None
+        return (self.server_time - self.last_scan_end).total_seconds()
+
+    def problems(self, *, max_latency_s: float = 300.0) -> list[str]:
+        """What looks wrong, one sentence each (empty: healthy as far as can be seen)."""
+        found: list[str] = []
+        if self.job_configured is False:
+            found.append(
+                "No CDC capture job exists for this database (msdb.dbo.cdc_jobs); run "
+                "EXEC sys.sp_cdc_add_job @job_type = N'capture'."
+            )
+        if self.job_running is False:
+            found.append(
+                "The CDC capture job is not running; start it with "
+                "EXEC sys.sp_cdc_start_job @job_type = N'capture' and check SQL Server Agent."
+            )
+        if self.max_lsn is None:
+            found.append("The capture job has not captured anything yet (max LSN is NULL).")
+        if self.last_scan_errors:
+            found.append(f"The last log scan session reported {self.last_scan_errors} error(s).")
+        if self.latency_s is not None and self.latency_s > max_latency_s:
+            found.append(
+                f"Capture latency is {self.latency_s} s (more than {max_latency_s:g} s): "
+                "changes reach the change tables late."
+            )
+        return found
+
+
+# https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/dbo-cdc-jobs-transact-sql
+JOBS_QUERY = """
+SELECT job_type, maxtrans, maxscans, continuous, pollinginterval, retention, threshold
+FROM msdb.dbo.cdc_jobs WHERE database_id = DB_ID()
+"""
+
+# https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/change-data-capture-sys-dm-cdc-log-scan-sessions
+LAST_SCAN_QUERY = """
+SELECT TOP (1) session_id, start_time, end_time, tran_count, command_count, latency,
+       last_commit_lsn, last_commit_time, error_count
+FROM sys.dm_cdc_log_scan_sessions ORDER BY session_id DESC
+"""
+
+# https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/dbo-sysjobactivity-transact-sql
+# Added to CONTRACT.md by the SQL Server layer: the capture job's latest agent activity.
+JOB_ACTIVITY_QUERY = """
+SELECT TOP (1) ja.start_execution_date, ja.stop_execution_date
+FROM msdb.dbo.cdc_jobs AS cj
+JOIN msdb.dbo.sysjobactivity AS ja ON ja.job_id = cj.job_id
+WHERE cj.database_id = DB_ID() AND cj.job_type = N'capture'
+ORDER BY ja.session_id DESC
+"""
+
+# https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-change-tables-transact-sql
+# Added to CONTRACT.md: start_lsn is what sys.fn_cdc_get_min_lsn returns, for all instances at once.
+INSTANCE_STARTS_QUERY = (
+    "SELECT capture_instance, start_lsn FROM cdc.change_tables ORDER BY capture_instance"
+)
+
+# https://learn.microsoft.com/en-us/sql/t-sql/functions/sysdatetime-transact-sql
+SERVER_TIME_QUERY = "SELECT SYSDATETIME()"
+
+# Errors that mean "this login cannot see that", or that the object does not exist here.
+_NOT_VISIBLE = (208, 229, 230, 297, 300)
+
+
+def _optional(exc: SqlServerError) -> bool:
+    return isinstance(exc, PermissionDenied) or exc.native_error in _NOT_VISIBLE
+
+
+def capture_health(conn: DbapiConnection) -> CaptureHealth:
+    """The capture process's state (see :class:`CaptureHealth`); needs CDC on the database."""
+    unavailable: list[str] = []
+
+    jobs: dict[str, tuple[Any, ...]] | None
+    try:
+        jobs = {row[0]: tuple(row) for row in fetch_all(conn, JOBS_QUERY)}
+    except SqlServerError as exc:
+        if not _optional(exc):
+            raise
+        jobs = None
+        unavailable.append("msdb.dbo.cdc_jobs")
+    capture = jobs.get("capture") if jobs else None
+    cleanup = jobs.get("cleanup") if jobs else None
+
+    job_running: bool | None = None
+    if capture is not None:
+        try:
+            activity = fetch_all(conn, JOB_ACTIVITY_QUERY)
+        except SqlServerError as exc:
+            if not _optional(exc):
+                raise
+            unavailable.append("msdb.dbo.sysjobactivity")
+        else:
+            job_running = bool(activity) and activity[0][0] is not None and activity[0][1] is None
+
+    scan = None
+    try:
+        scans = fetch_all(conn, LAST_SCAN_QUERY)
+        scan = scans[0] if scans else None
+    except SqlServerError as exc:
+        if not _optional(exc):
+            raise
+        unavailable.append("sys.dm_cdc_log_scan_sessions")
+
+    try:
+        max_lsn: Lsn | None = get_max_lsn(conn)
+    except CaptureNotReady:
+        max_lsn = None
+    max_lsn_time = map_lsn_to_time(conn, max_lsn) if max_lsn is not None else None
+    starts = {
+        name: Lsn.from_bytes(start) if start is not None else None
+        for name, start in fetch_all(conn, INSTANCE_STARTS_QUERY)
+    }
+    server_time = fetch_value(conn, SERVER_TIME_QUERY)
+
+    def _int(row: tuple[Any, ...] | None, index: int) -> int | None:
+        return int(row[index]) if row is not None and row[index] is not None else None
+
+    return CaptureHealth(
+        job_configured=None if jobs is None else capture is not None,
+        polling_interval_s=_int(capture, 4),
+        maxtrans=_int(capture, 1),
+        retention_minutes=_int(cleanup, 5),
+        last_scan_end=scan[2] if scan is not None else None,
+        latency_s=int(scan[5]) if scan is not None and scan[5] is not None else None,
+        max_lsn=max_lsn,
+        max_lsn_time=max_lsn_time,
+        min_lsn_per_instance=starts,
+        job_running=job_running,
+        continuous=bool(capture[3]) if capture is not None and capture[3] is not None else None,
+        last_scan_errors=int(scan[8]) if scan is not None and scan[8] is not None else None,
+        server_time=server_time,
+        unavailable=tuple(unavailable),
+    )

@@ -1,0 +1,136 @@
+"""Against a real SQL Server (2017+, CDC enabled, SQL Server Agent running): discovery, exact
+snapshot, change reads. Set ``CDC_TEST_SQLSERVER_DSN`` to an ODBC connection string of a database
+where the login may create tables and enable CDC (db_owner), e.g.
+``DRIVER={ODBC Driver 18 for SQL Server};SERVER=localhost,1433;DATABASE=cdc_test;UID=sa;
+PWD=...;TrustServerCertificate=yes``.
+
+The tests create ``dbo.cdc_assets_live_<random>`` and drop it at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pydantic import SecretStr
+
+from cdc_assets.lsn import LsnRange
+from cdc_assets.sqlserver.catalog import CaptureInstance, database_info, discover
+from cdc_assets.sqlserver.changes import read_changes
+from cdc_assets.sqlserver.connection import DsnSettings, RawOdbcConnectionFactory
+from cdc_assets.sqlserver.errors import CaptureNotReady
+from cdc_assets.sqlserver.health import capture_health
+from cdc_assets.sqlserver.lsn_queries import get_max_lsn, wait_for_max_lsn
+from cdc_assets.sqlserver.ranges import plan_next_range
+from cdc_assets.sqlserver.snapshot import snapshot_table
+
+DSN_VARIABLE = "CDC_TEST_SQLSERVER_DSN"
+
+pytestmark = [
+    pytest.mark.sqlserver,
+    pytest.mark.skipif(
+        not os.environ.get(DSN_VARIABLE),
+        reason="set CDC_TEST_SQLSERVER_DSN to run against a real SQL Server",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def factory() -> RawOdbcConnectionFactory:
+    return RawOdbcConnectionFactory(
+        DsnSettings(connection_string=SecretStr(os.environ[DSN_VARIABLE]))
+    )
+
+
+@pytest.fixture(scope="module")
+def live_table(factory: RawOdbcConnectionFactory) -> Iterator[tuple[Any, str]]:
+    conn = factory.connect()
+    table = f"cdc_assets_live_{uuid.uuid4().hex[:8]}"
+    cursor = conn.cursor()
+    if not database_info(conn).cdc_enabled:
+        cursor.execute("EXEC sys.sp_cdc_enable_db")
+    cursor.execute(
+        f"CREATE TABLE [dbo].[{table}] ([id] int NOT NULL, [name] nvarchar(40) NULL, "
+        "[amount] decimal(12,2) NULL, [at] datetimeoffset(7) NULL, "
+        f"CONSTRAINT [pk_{table}] PRIMARY KEY ([id]))"
+    )
+    cursor.execute(
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = ?, "
+        "@role_name = NULL, @supports_net_changes = 1",
+        table,
+    )
+    try:
+        yield conn, table
+    finally:
+        cursor.execute(
+            "EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = ?, "
+            "@capture_instance = N'all'",
+            table,
+        )
+        cursor.execute(f"DROP TABLE [dbo].[{table}]")
+        conn.close()
+
+
+def wait_for_instance(conn: Any, table: str, timeout_s: float = 60) -> CaptureInstance:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        instance = discover(conn)[("dbo", table)].current_instance
+        if instance is not None:
+            return instance
+        if time.monotonic() > deadline:
+            raise CaptureNotReady("the capture job did not establish the capture instance")
+        time.sleep(1)
+
+
+def test_discover_snapshot_and_changes(
+    factory: RawOdbcConnectionFactory, live_table: tuple[Any, str]
+) -> None:
+    conn, table = live_table
+    cursor = conn.cursor()
+    cursor.execute(
+        f"INSERT INTO [dbo].[{table}] ([id], [name], [amount], [at]) VALUES "
+        "(1, N'a', 1.50, SYSDATETIMEOFFSET()), (2, N'b', NULL, NULL)"
+    )
+    instance = wait_for_instance(conn, table)
+    assert instance.key_columns == ("id",)
+    assert [c.type_name for c in instance.columns] == [
+        "int",
+        "nvarchar",
+        "decimal",
+        "datetimeoffset",
+    ]
+
+    mode = "exact" if database_info(conn).snapshot_isolation else "fuzzy"
+    with snapshot_table(factory, instance, mode=mode) as snap:
+        rows = pa.Table.from_batches(list(snap)).to_pylist()
+    assert [r["id"] for r in rows] == [1, 2]
+    assert rows[0]["at"] is not None and rows[0]["at"].tzinfo is not None
+    result = snap.result
+
+    cursor.execute(f"UPDATE [dbo].[{table}] SET [name] = N'bb' WHERE [id] = 2")
+    cursor.execute(f"DELETE FROM [dbo].[{table}] WHERE [id] = 1")
+    time.sleep(1)
+    target = wait_for_max_lsn(conn, result.lsn, timeout_s=120)
+    deadline = time.monotonic() + 120
+    ops: list[int] = []
+    after = result.replay_from
+    while time.monotonic() < deadline and ops[-3:] != [3, 4, 1]:
+        next_range = plan_next_range(conn, after, 1000)
+        if next_range is None:
+            time.sleep(1)
+            continue
+        for batch in read_changes(conn, instance, next_range):
+            ops += batch.column("__$operation").to_pylist()
+        after = next_range.hi
+    assert ops[-3:] == [3, 4, 1]
+    assert target <= get_max_lsn(conn)
+    assert isinstance(LsnRange(result.replay_from, after), LsnRange)
+
+    health = capture_health(conn)
+    assert health.job_configured and health.max_lsn is not None
+    assert instance.name in health.min_lsn_per_instance
