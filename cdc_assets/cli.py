@@ -1,0 +1,533 @@
+"""The ``cdc-assets`` command line.
+
+``cdc-assets emulator create|workload|agent|status PATH`` creates the embedded CDC demo source,
+drives it with the workload generator (with live LSN progress), runs its capture agent in the
+foreground, and reports its CDC state. Errors a user can meet (missing file, not an emulator
+database, bad arguments) print one line and exit with status 2.
+
+Imports of what a command dispatches to are lazy, so ``--help`` is fast and this module does not
+pull in the emulator (or anything heavier) until needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from cdc_assets.emulator import Connection
+    from cdc_assets.emulator.workload import WorkloadStats
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+PROG = "cdc-assets"
+
+
+class UsageError(Exception):
+    """A problem the user can fix; printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument on one line (``--help`` still shows the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of 0 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text}")
+    return value
+
+
+def _require_emulator_db(path: Path) -> None:
+    """Refuse anything but an existing emulator database, without modifying the file."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file (create it with '{PROG} emulator create {path}')")
+    if not path.is_file():
+        raise UsageError(f"{path}: not a file")
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            found = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_emu_state'"
+            ).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        found = None
+    if not found:
+        raise UsageError(f"{path}: not a cdc_assets emulator database")
+
+
+def _connect(path: Path) -> Connection:
+    from cdc_assets import emulator
+
+    return emulator.connect(path, autocommit=True)
+
+
+def _scalar(conn: Connection, sql: str, *params: Any) -> Any:
+    row = conn.execute(sql, *params).fetchone()
+    return None if row is None else row[0]
+
+
+def _lsn_text(value: bytes | None) -> str:
+    if value is None:
+        return "-"
+    from cdc_assets.lsn import Lsn
+
+    return Lsn.from_bytes(value).hex
+
+
+def _cdc_enabled(conn: Connection) -> bool:
+    return bool(
+        _scalar(conn, "SELECT is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID()")
+    )
+
+
+def _capture_lag(conn: Connection, stats: WorkloadStats, max_lsn: bytes | None) -> float | None:
+    """Seconds between the workload's last commit and the commit time of the max LSN."""
+    last = stats.last_commit_at
+    if last is None or max_lsn is None:
+        return None
+    own = getattr(conn, "last_commit_lsn", None)
+    if isinstance(own, bytes) and own <= max_lsn:
+        return 0.0
+    captured = _scalar(conn, "SELECT sys.fn_cdc_map_lsn_to_time(?)", max_lsn)
+    if not isinstance(captured, dt.datetime):
+        return None
+    return max(0.0, (last - captured).total_seconds())
+
+
+class _Line:
+    """One status line, rewritten in place on a terminal; plain lines elsewhere."""
+
+    def __init__(self, stream: IO[str], interval_tty: float, interval_plain: float) -> None:
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.interval = interval_tty if self.tty else interval_plain
+        self._last = 0.0
+        self._shown = False
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last >= self.interval
+
+    def show(self, text: str) -> None:
+        self._last = time.monotonic()
+        if self.tty:
+            self.stream.write("\r" + text + "\x1b[K")
+            self._shown = True
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self._shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._shown = False
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def _cmd_create(args: argparse.Namespace, out: IO[str]) -> int:
+    path: Path = args.path
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{path}: exists and is not a file")
+    if path.exists():
+        if not args.force:
+            raise UsageError(f"{path}: already exists (use --force to replace it)")
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from cdc_assets.emulator.workload import DEMO_TABLES, create_demo_database
+
+    started = time.monotonic()
+    conn = _connect(path)
+    try:
+        workload = create_demo_database(conn, seed=args.seed, rows_per_table=args.rows)
+        max_lsn = _scalar(conn, "SELECT sys.fn_cdc_get_max_lsn()")
+    except BaseException:
+        conn.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        raise
+    conn.close()
+    elapsed = time.monotonic() - started
+    out.write(f"created {path} in {elapsed:.1f} s (seed {args.seed})\n")
+    for table in DEMO_TABLES:
+        out.write(
+            f"  {table.quoted:<22} {workload.row_count(table):>8} rows  "
+            f"capture instance {table.capture_instance}"
+            f"{'' if table.has_key else ' (no primary key, no net changes)'}\n"
+        )
+    out.write(
+        f"max LSN {_lsn_text(max_lsn)} (the initial load is captured once the agent runs: "
+        f"'{PROG} emulator workload {path}' or '{PROG} emulator agent {path}')\n"
+    )
+    return 0
+
+
+def _wait_for_capture(conn: Connection, timeout: float) -> bytes | None:
+    """Wait (up to ``timeout`` s) until the max LSN reaches this connection's last commit."""
+    own = getattr(conn, "last_commit_lsn", None)
+    deadline = time.monotonic() + timeout
+    while True:
+        max_lsn = _scalar(conn, "SELECT sys.fn_cdc_get_max_lsn()")
+        if not isinstance(own, bytes) or (max_lsn is not None and max_lsn >= own):
+            return max_lsn
+        if time.monotonic() >= deadline:
+            return max_lsn
+        time.sleep(0.05)
+
+
+def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
+    path: Path = args.path
+    _require_emulator_db(path)
+    from cdc_assets import emulator
+    from cdc_assets.emulator.workload import DEMO_TABLES, Workload
+
+    conn = _connect(path)
+    monitor = _connect(path)
+    agent = None
+    try:
+        if not _cdc_enabled(conn):
+            raise UsageError(
+                f"{path}: CDC is not enabled (create it with '{PROG} emulator create')"
+            )
+        missing = [t.quoted for t in DEMO_TABLES if _table_missing(conn, t.schema, t.name)]
+        if missing:
+            raise UsageError(f"{path}: the demo tables {', '.join(missing)} are missing")
+        workload = Workload(conn, seed=args.seed, tables=DEMO_TABLES, burst_rows=args.burst_rows)
+        if not args.no_capture:
+            agent = emulator.CaptureAgent(path).start()
+        line = _Line(out, 0.25, 5.0)
+        limit = (
+            f"{args.transactions} transactions"
+            if args.transactions
+            else (f"{args.seconds:g} s" if args.seconds else "until Ctrl-C")
+        )
+        out.write(
+            f"workload on {path}: seed {args.seed}, {limit}"
+            f"{f', at most {args.tps:g} tx/s' if args.tps else ''}, "
+            f"capture agent {'off' if args.no_capture else 'on'}\n"
+        )
+        out.flush()
+
+        def progress(stats: WorkloadStats, *, force: bool = False) -> None:
+            if not force and not line.due():
+                return
+            max_lsn = _scalar(monitor, "SELECT sys.fn_cdc_get_max_lsn()")
+            lag = _capture_lag(conn, stats, max_lsn)
+            rate = stats.transactions / stats.elapsed if stats.elapsed > 0 else 0.0
+            line.show(
+                f"{stats.transactions:>8,} tx {stats.rows:>10,} rows {rate:>7.1f} tx/s  "
+                f"max LSN {_lsn_text(max_lsn)}  "
+                f"lag {'-' if lag is None else f'{lag:.1f} s'}"
+                f"{'' if agent is not None else ' (no capture)'}"
+            )
+
+        interrupted = False
+        try:
+            workload.run(
+                seconds=args.seconds,
+                transactions=args.transactions,
+                on_progress=progress,
+                tps=args.tps,
+            )
+        except KeyboardInterrupt:
+            interrupted = True
+        elapsed = workload.stats.elapsed
+        progress(workload.stats, force=True)
+        line.finish()
+        max_lsn = _wait_for_capture(conn, 3.0) if agent is not None else None
+        if max_lsn is None:
+            max_lsn = _scalar(monitor, "SELECT sys.fn_cdc_get_max_lsn()")
+        _summary(out, workload.stats, elapsed, max_lsn, conn, interrupted)
+        if agent is not None and agent.errors:
+            out.write(f"capture agent errors: {len(agent.errors)}; last: {agent.errors[-1]}\n")
+        return 0
+    finally:
+        if agent is not None:
+            agent.stop()
+        monitor.close()
+        conn.close()
+
+
+def _table_missing(conn: Connection, schema: str, name: str) -> bool:
+    from cdc_assets.emulator.demo_schema import quote_name
+
+    return _scalar(conn, "SELECT OBJECT_ID(?)", f"{quote_name(schema)}.{quote_name(name)}") is None
+
+
+def _summary(
+    out: IO[str],
+    stats: WorkloadStats,
+    elapsed: float,
+    max_lsn: bytes | None,
+    conn: Connection,
+    stopped: bool,
+) -> None:
+    rate = stats.transactions / elapsed if elapsed > 0 else 0.0
+    lag = _capture_lag(conn, stats, max_lsn)
+    out.write(
+        f"{'stopped' if stopped else 'done'}: {stats.transactions:,} transactions committed, "
+        f"{stats.rolled_back:,} rolled back, {stats.rows:,} rows changed "
+        f"({stats.inserted:,} inserted, {stats.updated:,} updated, {stats.deleted:,} deleted) "
+        f"in {elapsed:.1f} s ({rate:.1f} tx/s); max LSN {_lsn_text(max_lsn)}"
+        f"{'' if lag is None else f', capture lag {lag:.1f} s'}\n"
+    )
+    out.flush()
+
+
+def _cmd_agent(args: argparse.Namespace, out: IO[str]) -> int:
+    path: Path = args.path
+    _require_emulator_db(path)
+    from cdc_assets import emulator
+
+    monitor = _connect(path)
+    agent = emulator.CaptureAgent(path)
+    line = _Line(out, 1.0, 10.0)
+    try:
+        if not _cdc_enabled(monitor):
+            raise UsageError(
+                f"{path}: CDC is not enabled (create it with '{PROG} emulator create')"
+            )
+        agent.start()
+        out.write(f"capture agent on {path}; Ctrl-C stops it\n")
+        out.flush()
+        try:
+            while agent.running:
+                if line.due():
+                    max_lsn = _scalar(monitor, "SELECT sys.fn_cdc_get_max_lsn()")
+                    line.show(
+                        f"{agent.scans:>8,} scans {agent.captured:>10,} transactions captured  "
+                        f"max LSN {_lsn_text(max_lsn)}"
+                        f"{f'  errors {len(agent.errors)}' if agent.errors else ''}"
+                    )
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            pass
+        line.finish()
+        out.write(f"agent stopped: {agent.scans:,} scans, {agent.captured:,} transactions\n")
+        return 0
+    finally:
+        agent.stop()
+        monitor.close()
+
+
+def _job_states(path: Path) -> dict[str, bool]:
+    """Whether the capture / cleanup jobs are started (emulator state, read-only)."""
+    with contextlib.closing(
+        sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+    ) as db:
+        try:
+            rows = db.execute("SELECT job_type, running FROM _emu_jobs").fetchall()
+        except sqlite3.Error:
+            return {}
+    return {str(job): bool(running) for job, running in rows}
+
+
+def _cmd_status(args: argparse.Namespace, out: IO[str]) -> int:
+    path: Path = args.path
+    _require_emulator_db(path)
+    conn = _connect(path)
+    try:
+        name, enabled, snapshot = conn.execute(
+            "SELECT name, is_cdc_enabled, snapshot_isolation_state_desc FROM sys.databases "
+            "WHERE database_id = DB_ID()"
+        ).fetchone()
+        out.write(
+            f"database {name} ({path}): CDC {'enabled' if enabled else 'not enabled'}, "
+            f"snapshot isolation {snapshot}\n"
+        )
+        if not enabled:
+            return 0
+        max_lsn = _scalar(conn, "SELECT sys.fn_cdc_get_max_lsn()")
+        when = _scalar(conn, "SELECT sys.fn_cdc_map_lsn_to_time(?)", max_lsn) if max_lsn else None
+        out.write(
+            f"max LSN  {_lsn_text(max_lsn)}"
+            f"{f' (committed {when:%Y-%m-%d %H:%M:%S.%f}'[:-3] + ')' if when else ''}\n"
+        )
+        states = _job_states(path)
+        for row in conn.execute(
+            "SELECT job_type, maxtrans, maxscans, continuous, pollinginterval, retention, "
+            "threshold FROM msdb.dbo.cdc_jobs WHERE database_id = DB_ID()"
+        ).fetchall():
+            job = str(row[0])
+            state = {True: "started", False: "stopped"}.get(states.get(job, False))
+            if job == "capture":
+                detail = f"pollinginterval {row[4]} s, maxtrans {row[1]}, maxscans {row[2]}"
+            else:
+                detail = f"retention {row[5]} min, threshold {row[6]}"
+            out.write(f"{job} job  {state}: {detail}\n")
+        scan = conn.execute(
+            "SELECT TOP (1) session_id, start_time, end_time, tran_count, command_count, latency, "
+            "last_commit_lsn, last_commit_time, error_count "
+            "FROM sys.dm_cdc_log_scan_sessions ORDER BY session_id DESC"
+        ).fetchone()
+        if scan is not None:
+            out.write(
+                f"last scan  session {scan[0]} at {scan[2]:%Y-%m-%d %H:%M:%S}: "
+                f"{scan[3]} transactions, {scan[4]} commands, latency {scan[5]} s, "
+                f"{scan[8]} errors\n"
+            )
+        else:
+            out.write("last scan  none yet (run the capture agent)\n")
+        instances = conn.execute(
+            "SELECT ct.capture_instance, s.name AS source_schema, t.name AS source_table, "
+            "ct.object_id, ct.source_object_id, ct.start_lsn, ct.supports_net_changes, "
+            "ct.create_date, ct.index_name "
+            "FROM cdc.change_tables AS ct "
+            "JOIN sys.tables AS t ON t.object_id = ct.source_object_id "
+            "JOIN sys.schemas AS s ON s.schema_id = t.schema_id "
+            "ORDER BY s.name, t.name, ct.create_date"
+        ).fetchall()
+        if not instances:
+            out.write("no capture instances\n")
+            return 0
+        from cdc_assets.emulator.demo_schema import quote_name
+
+        rows = []
+        for ci, schema, table, _oid, _source, _start, net_changes, *_rest in instances:
+            min_lsn = _scalar(conn, "SELECT sys.fn_cdc_get_min_lsn(?)", ci)
+            count = _scalar(conn, f"SELECT COUNT(*) FROM [cdc].{quote_name(ci + '_CT')}")
+            source = f"{quote_name(schema)}.{quote_name(table)}"
+            functions = "all + net" if net_changes else "all"
+            rows.append((ci, source, _lsn_text(min_lsn), f"{count:,}", functions))
+        headers = ("capture instance", "source", "min LSN", "change rows", "functions")
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+        for record in (headers, *rows):
+            cells = [
+                cell.rjust(w) if i == 3 else cell.ljust(w)
+                for i, (cell, w) in enumerate(zip(record, widths, strict=True))
+            ]
+            out.write("  ".join(cells).rstrip() + "\n")
+        return 0
+    finally:
+        conn.close()
+
+
+# -- the parser -----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="SQL Server CDC as Dagster assets: tools for the embedded CDC emulator.",
+    )
+    commands = parser.add_subparsers(dest="group", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    emu = commands.add_parser(
+        "emulator", help="create, drive and inspect an embedded CDC source (SQLite file)"
+    )
+    sub = emu.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    create = sub.add_parser("create", help="create the demo database (CDC on, seeded tables)")
+    create.add_argument("path", type=Path, metavar="PATH")
+    create.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (0)")
+    create.add_argument(
+        "--rows", type=_non_negative_int, default=1000, help="initial rows per table (1000)"
+    )
+    create.add_argument("--force", action="store_true", help="replace an existing file")
+    create.set_defaults(handler=_cmd_create)
+
+    work = sub.add_parser("workload", help="run transactions with live LSN progress")
+    work.add_argument("path", type=Path, metavar="PATH")
+    limit = work.add_mutually_exclusive_group()
+    limit.add_argument("--seconds", type=_positive_float, help="stop after this many seconds")
+    limit.add_argument("--transactions", type=_positive_int, help="stop after N transactions")
+    work.add_argument("--seed", type=_non_negative_int, default=1, help="random seed (1)")
+    work.add_argument("--tps", type=_positive_float, help="at most N transactions per second")
+    work.add_argument(
+        "--burst-rows", type=_positive_int, default=500, help="rows in a burst transaction (500)"
+    )
+    work.add_argument(
+        "--no-capture", action="store_true", help="do not run the capture agent meanwhile"
+    )
+    work.set_defaults(handler=_cmd_workload)
+
+    agent = sub.add_parser("agent", help="run the capture agent until Ctrl-C")
+    agent.add_argument("path", type=Path, metavar="PATH")
+    agent.set_defaults(handler=_cmd_agent)
+
+    status = sub.add_parser("status", help="max LSN, capture instances, change rows, jobs")
+    status.add_argument("path", type=Path, metavar="PATH")
+    status.set_defaults(handler=_cmd_status)
+    return parser
+
+
+def _database_errors() -> tuple[type[BaseException], ...]:
+    """Database errors, shown as one line with exit status 1."""
+    try:
+        from cdc_assets.emulator import Error
+    except ImportError:  # pragma: no cover - the emulator is part of the package
+        return (sqlite3.Error,)
+    return (Error, sqlite3.Error)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 2 usage or user error)."""
+    out = sys.stdout
+    err = sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        err.write(f"{PROG}: error: {exc}\n")
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
+    handler: Callable[[argparse.Namespace, IO[str]], int] = args.handler
+    try:
+        return handler(args, out)
+    except UsageError as exc:
+        err.write(f"{PROG}: error: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err.write(f"{PROG}: interrupted\n")
+        return 130
+    except _database_errors() as exc:
+        message = exc.args[1] if len(exc.args) > 1 else str(exc)
+        err.write(f"{PROG}: database error: {message}\n")
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
