@@ -73,3 +73,23 @@ def replay_multiset(
         else:
             state[row] += 1
     return state
+
+
+def replay_keyed_idempotent(
+    snapshot: Iterable[Row],
+    changes: Iterable[dict[str, Any]],
+    columns: Sequence[str],
+    key_columns: Sequence[str],
+) -> dict[Row, Row]:
+    """The fuzzy-snapshot rule (DESIGN.md section 3): the snapshot may already contain some of the
+    changes, so inserts and after images upsert and deletes remove the key if it is there."""
+    key_idx = [columns.index(k) for k in key_columns]
+    state = {tuple(row[i] for i in key_idx): tuple(row) for row in snapshot}
+    for change in sorted(changes, key=change_order):
+        row = tuple(change[c] for c in columns)
+        key = tuple(row[i] for i in key_idx)
+        if change["__$operation"] == DELETE:
+            state.pop(key, None)
+        elif change["__$operation"] in (INSERT, AFTER):
+            state[key] = row
+    return state
