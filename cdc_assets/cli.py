@@ -490,7 +490,39 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="max LSN, capture instances, change rows, jobs")
     status.add_argument("path", type=Path, metavar="PATH")
     status.set_defaults(handler=_cmd_status)
+
+    demo = commands.add_parser(
+        "demo", help="continuous sync of the demo source, verified (--headless: one process)"
+    )
+    demo.add_argument(
+        "--headless",
+        action="store_true",
+        help="run sensor ticks and runs in this process instead of the Dagster UI",
+    )
+    demo.add_argument("--seconds", type=_positive_float, default=30.0, help="workload time (30)")
+    demo.add_argument(
+        "--workdir", type=Path, default=Path(".demo/headless"), help="scratch dir (.demo/headless)"
+    )
+    demo.add_argument("--rows", type=_non_negative_int, default=300, help="rows per table (300)")
+    demo.add_argument("--tps", type=_positive_float, default=20.0, help="transactions/s (20)")
+    demo.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (0)")
+    demo.set_defaults(handler=_cmd_demo)
     return parser
+
+
+def _cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
+    if not args.headless:
+        raise UsageError("the UI demo starts with `make demo`; use --headless to run it here")
+    from cdc_assets.dagster.headless_demo import run_headless_demo
+
+    def say(line: str) -> None:
+        out.write(line + "\n")
+        out.flush()
+
+    ok = run_headless_demo(
+        args.workdir, args.seconds, rows=args.rows, tps=args.tps, seed=args.seed, say=say
+    )
+    return 0 if ok else EXIT_FAILURE
 
 
 def _database_errors() -> tuple[type[BaseException], ...]:

@@ -21,6 +21,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # SQL Server ``time`` columns are Spark's TimeType (Spark 4.1+), which Parquet and Arrow
+    # exchange only with this switch on.
+    "spark.sql.timeType.enabled": "true",
 }
 
 

@@ -50,13 +50,24 @@ def is_published(location: Path) -> bool:
 
 def publish(df: DataFrame, location: Path) -> Path:
     """Write ``df`` as a new version under ``location`` and switch ``_CURRENT`` to it atomically."""
+    version = write_version(df, location)
+    publish_version(location, version.name)
+    return version
+
+
+def write_version(df: DataFrame, location: Path) -> Path:
+    """Write ``df`` into a new, not yet published version directory under ``location``."""
     location.mkdir(parents=True, exist_ok=True)
     name = f"{VERSION_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
     version = location / name
     df.write.mode("errorifexists").parquet(str(version))
+    return version
+
+
+def publish_version(location: Path, name: str) -> None:
+    """Make the written version ``name`` current, then drop all but it and its predecessor."""
     switch_pointer(location, name)
     prune_versions(location, keep={name, *previous_versions(location, name)})
-    return version
 
 
 def switch_pointer(location: Path, name: str) -> None:

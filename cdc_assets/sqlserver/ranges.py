@@ -31,13 +31,17 @@ ORDER BY start_lsn OFFSET ? ROWS FETCH NEXT 1 ROWS ONLY
 """
 
 
-def plan_next_range(conn: DbapiConnection, after: Lsn, max_transactions: int) -> LsnRange | None:
+def plan_next_range(
+    conn: DbapiConnection, after: Lsn, max_transactions: int, *, maximum: Lsn | None = None
+) -> LsnRange | None:
     """The range ``(after, hi]`` holding at most ``max_transactions`` transactions, ``hi`` at most
-    the max LSN; None when no transaction was captured above ``after`` (the max LSN may still
-    have moved over scan-progress rows: such a range would be empty and is not planned)."""
+    the max LSN (``maximum`` if the caller has just read it); None when no transaction was
+    captured above ``after`` (the max LSN may still have moved over scan-progress rows: such a
+    range would be empty and is not planned)."""
     if max_transactions < 1:
         raise ValueError(f"max_transactions must be at least 1; got {max_transactions}")
-    maximum = get_max_lsn(conn)
+    if maximum is None:
+        maximum = get_max_lsn(conn)
     if maximum <= after:
         return None
     nth = fetch_value(conn, NTH_TRANSACTION_QUERY, after.raw, maximum.raw, max_transactions - 1)

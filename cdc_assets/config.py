@@ -1,0 +1,256 @@
+"""The project's configuration: one YAML file, validated by pydantic.
+
+``cdc_assets.yaml`` at the project root by default, or the file ``CDC_ASSETS_CONFIG`` names::
+
+    sources:
+      - name: demo                       # [a-z][a-z0-9_]*, part of asset keys and job names
+        connection:                      # exactly one of emulator / odbc / dsn
+          emulator: {path: .demo/source.db}
+          # odbc: {server: sql1, database: shop, user: cdc_reader, password_env: SHOP_PASSWORD}
+          # dsn: {connection_string_env: CDC_TEST_SQLSERVER_DSN}
+        tables: {include: ["*"], exclude: ["dbo.audit_*"]}   # "schema.table" glob patterns
+        sync: {sensor_interval_seconds: 5, min_range_interval_seconds: 0,
+               max_transactions_per_range: 10000}
+        snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
+    storage: {base_path: .demo/storage}
+    spark: {master: "local[2]", conf: {}}
+
+Relative paths are relative to the file. A bad file raises :class:`ConfigError` with one message
+naming every wrong field by its dotted path and saying what is wrong — never the values given,
+so a misplaced password cannot leak into a log.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from cdc_assets.sqlserver.connection import DsnSettings, EmulatorSettings, OdbcSettings
+
+__all__ = [
+    "CONFIG_ENV",
+    "DEFAULT_CONFIG_FILE",
+    "ConfigError",
+    "ConnectionConfig",
+    "DsnConfig",
+    "ProjectConfig",
+    "SnapshotPolicy",
+    "SourceConfig",
+    "SparkConfig",
+    "StorageConfig",
+    "SyncPolicy",
+    "TableSelection",
+    "load_config",
+    "parse_config",
+]
+
+CONFIG_ENV = "CDC_ASSETS_CONFIG"
+DEFAULT_CONFIG_FILE = "cdc_assets.yaml"
+
+
+class ConfigError(ValueError):
+    """The configuration is unusable; the message says where and why (never the values)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DsnConfig(_Model):
+    """A whole ODBC connection string read from an environment variable (it holds the password)."""
+
+    connection_string_env: str = Field(
+        description="Name of the environment variable holding the ODBC connection string."
+    )
+    login_timeout: int = Field(default=15, ge=1, le=600)
+
+    def settings(self) -> DsnSettings:
+        value = os.environ.get(self.connection_string_env)
+        if not value:
+            raise ConfigError(
+                f"connection.dsn: the environment variable {self.connection_string_env} is not "
+                "set; export it with the ODBC connection string of the source."
+            )
+        return DsnSettings(connection_string=value, login_timeout=self.login_timeout)
+
+
+class ConnectionConfig(_Model):
+    """Where the source is: exactly one of ``emulator``, ``odbc`` or ``dsn``."""
+
+    emulator: EmulatorSettings | None = None
+    odbc: OdbcSettings | None = None
+    dsn: DsnConfig | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ConnectionConfig:
+        given = [n for n in ("emulator", "odbc", "dsn") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'emulator' (a path), 'odbc' (server, database, user, "
+                f"password_env) or 'dsn' (connection_string_env); got {given or 'none'}"
+            )
+        return self
+
+    def settings(self) -> OdbcSettings | EmulatorSettings | DsnSettings:
+        if self.emulator is not None:
+            return self.emulator
+        if self.odbc is not None:
+            return self.odbc
+        assert self.dsn is not None
+        return self.dsn.settings()
+
+
+class TableSelection(_Model):
+    """Which captured tables become assets: ``schema.table`` glob patterns, case-insensitive."""
+
+    include: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+
+    def matches(self, schema: str, table: str) -> bool:
+        name = f"{schema}.{table}".lower()
+
+        def hit(patterns: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(name, p.lower()) for p in patterns)
+
+        return hit(self.include) and not hit(self.exclude)
+
+
+class SyncPolicy(_Model):
+    """How the sync sensor cuts the log into ranges."""
+
+    sensor_interval_seconds: int = Field(default=5, ge=1, le=3600)
+    min_range_interval_seconds: float = Field(
+        default=0, ge=0, description="Wait at least this long after a range before the next."
+    )
+    max_transactions_per_range: int = Field(default=10_000, ge=1)
+
+
+class SnapshotPolicy(_Model):
+    """How the initial rows of a table are read."""
+
+    mode: Literal["auto", "exact", "fuzzy"] = Field(
+        default="auto", description="exact needs ALLOW_SNAPSHOT_ISOLATION ON; auto picks it if so."
+    )
+    chunk_rows: int = Field(
+        default=250_000, ge=1, description="Rows per key range read by one Spark task."
+    )
+
+
+class SourceConfig(_Model):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
+    connection: ConnectionConfig
+    tables: TableSelection = TableSelection()
+    sync: SyncPolicy = SyncPolicy()
+    snapshot: SnapshotPolicy = SnapshotPolicy()
+
+    def connection_settings(self) -> OdbcSettings | EmulatorSettings | DsnSettings:
+        return self.connection.settings()
+
+
+class StorageConfig(_Model):
+    base_path: Path = Field(description="Directory under which every asset's Parquet is stored.")
+
+
+class SparkConfig(_Model):
+    master: str = Field(default="local[*]", min_length=1)
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class ProjectConfig(_Model):
+    sources: tuple[SourceConfig, ...] = Field(min_length=1)
+    storage: StorageConfig
+    spark: SparkConfig = SparkConfig()
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, sources: tuple[SourceConfig, ...]) -> tuple[SourceConfig, ...]:
+        names = [s.name for s in sources]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(duplicates)}")
+        return sources
+
+    def source(self, name: str) -> SourceConfig:
+        for source in self.sources:
+            if source.name == name:
+                return source
+        raise ConfigError(
+            f"no source named {name!r}; configured: {', '.join(s.name for s in self.sources)}"
+        )
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}"
+
+
+def _resolve_paths(data: Any, base_dir: Path) -> Any:
+    """Relative ``emulator.path`` and ``storage.base_path`` become relative to ``base_dir``."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    storage = data.get("storage")
+    if isinstance(storage, dict) and isinstance(storage.get("base_path"), str):
+        storage = dict(storage, base_path=str(base_dir / Path(storage["base_path"]).expanduser()))
+        data["storage"] = storage
+    sources = data.get("sources")
+    if isinstance(sources, list):
+        resolved = []
+        for source in sources:
+            emulator = (source.get("connection") or {}) if isinstance(source, dict) else {}
+            settings = emulator.get("emulator") if isinstance(emulator, dict) else None
+            if isinstance(settings, dict) and isinstance(settings.get("path"), str):
+                path = str(base_dir / Path(settings["path"]).expanduser())
+                connection = dict(emulator, emulator=dict(settings, path=path))
+                source = dict(source, connection=connection)
+            resolved.append(source)
+        data["sources"] = resolved
+    return data
+
+
+def parse_config(data: Any, *, base_dir: Path, origin: str) -> ProjectConfig:
+    """Validate ``data`` (the parsed YAML); ``origin`` names it in the error message."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{origin}: expected a mapping with 'sources' and 'storage' at the top level"
+        )
+    try:
+        return ProjectConfig.model_validate(_resolve_paths(data, base_dir))
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors(include_input=False))
+        raise ConfigError(f"{origin} is not a valid cdc_assets configuration: {problems}") from None
+
+
+def config_path(path: str | Path | None = None) -> Path:
+    """``path``, else ``$CDC_ASSETS_CONFIG``, else ``./cdc_assets.yaml``."""
+    chosen = path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE
+    return Path(chosen).expanduser().resolve()
+
+
+def load_config(path: str | Path | None = None) -> ProjectConfig:
+    """Read and validate the configuration file (see :func:`config_path`)."""
+    file = config_path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"configuration file {file} does not exist: create it (see README, 'Configuration') "
+            f"or point {CONFIG_ENV} at yours"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"configuration file {file} cannot be read: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{file} is not valid YAML{where}: {problem}") from None
+    return parse_config(data, base_dir=file.parent, origin=str(file))

@@ -1,0 +1,81 @@
+"""The LSN chain of a source, derived from its partition keys (DESIGN.md section 4).
+
+Stateless on purpose: a restarted daemon, a rerun or a backfill sees the same chain because it
+is read from the keys, never from a cursor. Range keys are ``<lo>-<hi>`` with fixed-width hex, so
+sorting the keys sorts the ranges.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cdc_assets.lsn import Lsn, LsnRange
+
+from .names import SNAPSHOT_PARTITION
+
+
+class ChainGap(Exception):
+    """The ranges do not tile the LSNs they must cover."""
+
+
+def range_partitions(keys: Iterable[str]) -> list[LsnRange]:
+    """The range keys among ``keys`` as ranges, in LSN order (``snapshot`` and others ignored)."""
+    return sorted(
+        (LsnRange.parse_key(k) for k in keys if k != SNAPSHOT_PARTITION and LsnRange.is_key(k)),
+        key=lambda r: (r.lo, r.hi),
+    )
+
+
+def chain_end(ranges: Sequence[LsnRange]) -> Lsn | None:
+    return max((r.hi for r in ranges), default=None)
+
+
+def ranges_covering(ranges: Sequence[LsnRange], start: Lsn, end: Lsn) -> list[LsnRange]:
+    """The ranges that carry the changes ``(start, end]``, in order, contiguous; :class:`ChainGap`
+    if some LSN in between is in none of them or ``end`` is not a range end."""
+    if end <= start:
+        return []
+    needed = [r for r in ranges if r.hi > start and r.hi <= end]
+    if not needed:
+        raise ChainGap(f"no range partition holds the changes after {start.hex}")
+    if needed[0].lo > start:
+        raise ChainGap(
+            f"the changes ({start.hex}, {needed[0].lo.hex}] are in no range partition: the first "
+            f"range after {start.hex} starts at {needed[0].lo.hex}"
+        )
+    for previous, current in itertools.pairwise(needed):
+        if current.lo != previous.hi:
+            raise ChainGap(
+                f"range {current.key} does not continue {previous.key}: the chain has a gap or "
+                "an overlap"
+            )
+    if needed[-1].hi != end:
+        raise ChainGap(f"no range partition ends at {end.hex}")
+    return needed
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """What a table's published snapshot says: changes above ``replay_from`` must be applied, and
+    the state is consistent from ``snapshot_lsn`` on (equal for an exact snapshot)."""
+
+    replay_from: Lsn
+    snapshot_lsn: Lsn
+    mode: str
+    version: str
+
+    @classmethod
+    def from_properties(
+        cls, properties: dict[str, Any] | None, version: str | None
+    ) -> SnapshotInfo | None:
+        if not properties or version is None or "snapshot_lsn" not in properties:
+            return None
+        return cls(
+            Lsn.parse(properties["replay_from"]),
+            Lsn.parse(properties["snapshot_lsn"]),
+            str(properties.get("mode", "")),
+            version,
+        )

@@ -1,0 +1,366 @@
+"""``cdc/<source>/<schema>/<table>``: each table's change log as partitions of one source-wide
+dynamic partitions definition — ``snapshot`` (the rows at the snapshot LSN) and ``<lo>-<hi>`` (the
+change rows with ``lo < __$start_lsn <= hi``).
+
+One multi-asset per source, so one run reads a range for every table of the source: the reads
+are Spark jobs whose tasks open their own connections on the executors
+(:mod:`cdc_assets.spark.sqlserver_source`). Each output is published with properties computed
+from the written data, and two blocking checks per table follow it:
+
+- ``coverage``: after the write, the capture instance's min LSN is still at or below ``lo + 1``
+  and ``hi`` is at or below the max LSN — cleanup did not remove changes under the read;
+- ``chain``: ``lo`` is the previous range's ``hi``, or at or below the table's snapshot LSN.
+
+A failed check fails the step, so the mirrors of the source do not move in that run.
+"""
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from dagster import (
+    AssetCheckKey,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetOut,
+    AssetsDefinition,
+    DynamicPartitionsDefinition,
+    Failure,
+    MetadataValue,
+    Output,
+    multi_asset,
+)
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdc_assets.lsn import Lsn, LsnError, LsnRange
+from cdc_assets.spark import sqlserver_source
+from cdc_assets.sqlserver import (
+    CaptureInstance,
+    discover,
+    get_max_lsn,
+    get_min_lsn,
+    range_stats,
+)
+from cdc_assets.sqlserver.dbapi import DbapiConnection, fetch_value
+from cdc_assets.sqlserver.health import SERVER_TIME_QUERY
+
+from .chain import SnapshotInfo, range_partitions
+from .io_manager import StoredFrame
+from .metadata import OPERATION_NAMES, operation_counts, table_metadata
+from .names import SNAPSHOT_PARTITION, group_name
+from .source import Source, Table
+
+COVERAGE = "coverage"
+CHAIN = "chain"
+KINDS = {"sqlserver", "spark", "parquet"}
+IO_MANAGER = "cdc_io_manager"
+
+
+def snapshot_info(source: Source, table: Table) -> SnapshotInfo | None:
+    path = table.change_log_key.path
+    version = source.store.current_version(path, SNAPSHOT_PARTITION)
+    return SnapshotInfo.from_properties(
+        source.store.properties(path, SNAPSHOT_PARTITION), version.name if version else None
+    )
+
+
+def parse_partition(key: str) -> LsnRange | None:
+    """None for ``snapshot``; the range for a range key; a clear failure for anything else."""
+    if key == SNAPSHOT_PARTITION:
+        return None
+    try:
+        return LsnRange.parse_key(key)
+    except LsnError as exc:
+        raise Failure(
+            f"partition key {key!r} is neither 'snapshot' nor an LSN range '<lo>-<hi>' "
+            f"(20 hex digits each): {exc}. Pick a partition the sync sensor created."
+        ) from None
+
+
+def _instance_for(conn: DbapiConnection, table: Table, first: Lsn | None) -> CaptureInstance:
+    """The capture instance as it is now: the current one, or the one covering ``first``."""
+    found = discover(conn).get((table.schema, table.name))
+    instance = None
+    if found is not None:
+        instance = found.current_instance if first is None else found.instance_covering(first)
+    if instance is None:
+        raise Failure(
+            f"{table.qualified_name}: no capture instance "
+            + ("is established" if first is None else f"covers LSN {first.hex}")
+            + ". Check that CDC is still enabled on the table (sys.sp_cdc_help_change_data_capture)"
+            " and that the capture job runs."
+        )
+    return instance
+
+
+def _server_now(conn: DbapiConnection) -> dt.datetime:
+    value = fetch_value(conn, SERVER_TIME_QUERY)
+    return value if isinstance(value, dt.datetime) else dt.datetime.now()
+
+
+def _operation_counts(written: DataFrame) -> dict[str, int]:
+    rows = written.groupBy(F.col("`__$operation`")).count().collect()
+    return {OPERATION_NAMES.get(int(r[0]), str(r[0])): int(r[1]) for r in rows}
+
+
+def _snapshot_output(
+    spark: SparkSession, source: Source, table: Table, conn: DbapiConnection
+) -> StoredFrame:
+    instance = _instance_for(conn, table, None)
+    settings = source.config.connection_settings()
+    policy = source.config.snapshot
+    mode = sqlserver_source.resolve_snapshot_mode(settings, instance, policy.mode)
+    df = sqlserver_source.read_snapshot(
+        spark, settings, instance, mode=mode, chunk_rows=policy.chunk_rows
+    )
+
+    def finalize(written: DataFrame) -> dict[str, Any]:
+        replay_from, snapshot_lsn = sqlserver_source.snapshot_bounds(written)
+        return {
+            "kind": SNAPSHOT_PARTITION,
+            "capture_instance": instance.name,
+            "mode": mode,
+            "replay_from": replay_from.hex,
+            "snapshot_lsn": snapshot_lsn.hex,
+            "rows": sqlserver_source.snapshot_rows(written).count(),
+            "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+
+    def metadata(p: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "dagster/row_count": p["rows"],
+            "snapshot_lsn": p["snapshot_lsn"],
+            "replay_from": MetadataValue.text(p["replay_from"]),
+            "snapshot_mode": p["mode"],
+            "capture_instance": p["capture_instance"],
+        }
+
+    return StoredFrame(df, finalize, metadata)
+
+
+def _range_output(
+    spark: SparkSession,
+    source: Source,
+    table: Table,
+    conn: DbapiConnection,
+    lsn_range: LsnRange,
+) -> StoredFrame:
+    instance = _instance_for(conn, table, lsn_range.first)
+    settings = source.config.connection_settings()
+    df = sqlserver_source.read_change_range(spark, settings, instance, lsn_range)
+
+    def finalize(written: DataFrame) -> dict[str, Any]:
+        # After the rows are written, the range must still lie in the validity interval: if
+        # cleanup moved the min LSN past lo + 1 during the read, rows may be missing.
+        minimum = get_min_lsn(conn, instance.name)
+        maximum = get_max_lsn(conn)
+        reasons = []
+        if minimum > lsn_range.first:
+            reasons.append(
+                f"cleanup moved the min LSN of {instance.name} to {minimum.hex}, above lo + 1 = "
+                f"{lsn_range.first.hex}: changes of this range may have been removed"
+            )
+        if lsn_range.hi > maximum:
+            reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
+        stats = range_stats(conn, lsn_range)
+        now = _server_now(conn)
+        lag = (now - stats.last_commit).total_seconds() if stats.last_commit else None
+        return {
+            "kind": "range",
+            "capture_instance": instance.name,
+            "lo": lsn_range.lo.hex,
+            "hi": lsn_range.hi.hex,
+            "rows": written.count(),
+            "operations": _operation_counts(written),
+            "transactions": stats.transactions,
+            "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
+            "last_commit": stats.last_commit.isoformat() if stats.last_commit else None,
+            "lag_seconds": lag,
+            "coverage": {
+                "ok": not reasons,
+                "min_lsn": minimum.hex,
+                "max_lsn": maximum.hex,
+                "reason": "; ".join(reasons),
+            },
+        }
+
+    def metadata(p: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "dagster/row_count": p["rows"],
+            "lsn_range": f"({p['lo']}, {p['hi']}]",
+            "commit_time_range": f"{p['first_commit']} .. {p['last_commit']}",
+            "transactions": p["transactions"],
+            **operation_counts(p["operations"]),
+            "lag_seconds": MetadataValue.float(float(p["lag_seconds"] or 0.0)),
+            "capture_instance": p["capture_instance"],
+        }
+
+    return StoredFrame(df, finalize, metadata)
+
+
+def chain_result(
+    table: Table, lsn_range: LsnRange, ranges: Sequence[LsnRange], snapshot: SnapshotInfo | None
+) -> AssetCheckResult:
+    """``lo`` continues the chain: the previous range ends at ``lo``, or ``lo`` is at or below
+    the LSN the table's snapshot replays from."""
+    before = [r for r in ranges if r.lo < lsn_range.lo]
+    previous = before[-1] if before else None
+    meta = {"lo": lsn_range.lo.hex, "previous_hi": previous.hi.hex if previous else "none"}
+    if snapshot is None:
+        return AssetCheckResult(
+            asset_key=table.change_log_key,
+            check_name=CHAIN,
+            passed=False,
+            severity=AssetCheckSeverity.WARN,
+            description="the table has no snapshot yet: materialize its 'snapshot' partition",
+            metadata=meta,
+        )
+    meta["snapshot_replay_from"] = snapshot.replay_from.hex
+    if lsn_range.lo <= snapshot.replay_from or (
+        previous is not None and previous.hi == lsn_range.lo
+    ):
+        return AssetCheckResult(
+            asset_key=table.change_log_key, check_name=CHAIN, passed=True, metadata=meta
+        )
+    why = (
+        f"range {lsn_range.key} overlaps the previous range {previous.key}"
+        if previous is not None and previous.hi > lsn_range.lo
+        else f"the changes between {(previous.hi if previous else snapshot.replay_from).hex} "
+        f"and {lsn_range.lo.hex} are in no partition"
+    )
+    return AssetCheckResult(
+        asset_key=table.change_log_key,
+        check_name=CHAIN,
+        passed=False,
+        severity=AssetCheckSeverity.ERROR,
+        description=f"{why}; the mirror will not apply this range. Delete the partition key and "
+        "let the sync sensor plan the next range from the end of the chain.",
+        metadata=meta,
+    )
+
+
+def coverage_result(table: Table, properties: dict[str, Any]) -> AssetCheckResult:
+    coverage = properties.get("coverage")
+    if coverage is None:  # the snapshot starts the coverage of the chain
+        return AssetCheckResult(
+            asset_key=table.change_log_key,
+            check_name=COVERAGE,
+            passed=True,
+            description="snapshot: the chain starts here",
+            metadata={
+                "replay_from": properties["replay_from"],
+                "snapshot_lsn": properties["snapshot_lsn"],
+            },
+        )
+    return AssetCheckResult(
+        asset_key=table.change_log_key,
+        check_name=COVERAGE,
+        passed=bool(coverage["ok"]),
+        severity=AssetCheckSeverity.ERROR,
+        description=(
+            "the range was read inside the validity interval"
+            if coverage["ok"]
+            else f"{coverage['reason']}. The mirror is not touched. Re-snapshot the table "
+            "(materialize its 'snapshot' partition) to continue without loss."
+        ),
+        metadata={
+            "lo_plus_1": properties["lo"],
+            "hi": properties["hi"],
+            "min_lsn_after_read": coverage["min_lsn"],
+            "max_lsn_after_read": coverage["max_lsn"],
+        },
+    )
+
+
+def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -> AssetsDefinition:
+    """The change-log multi-asset of ``source`` (one output per captured table)."""
+    by_key = {t.change_log_key: t for t in source.tables}
+    outs = {
+        t.change_log_key.to_python_identifier(): AssetOut(
+            key=t.change_log_key,
+            is_required=False,
+            io_manager_key=IO_MANAGER,
+            group_name=group_name(source.name),
+            kinds=KINDS,
+            description=f"Change log of {t.qualified_name} in source '{source.name}': partition "
+            "'snapshot' holds the rows at the snapshot LSN, each '<lo>-<hi>' partition the "
+            "change rows with lo < __$start_lsn <= hi.",
+            metadata=table_metadata(t.instance, t.qualified_name),
+        )
+        for t in source.tables
+    }
+    checks = [
+        spec
+        for t in source.tables
+        for spec in (
+            AssetCheckSpec(
+                COVERAGE,
+                asset=t.change_log_key,
+                blocking=True,
+                description="The range was read while it lay inside the capture instance's "
+                "validity interval (min LSN <= lo + 1 after the read, hi <= max LSN).",
+            ),
+            AssetCheckSpec(
+                CHAIN,
+                asset=t.change_log_key,
+                blocking=True,
+                description="The range continues the chain: lo is the previous range's hi, or "
+                "at or below the table's snapshot LSN.",
+            ),
+        )
+    ]
+
+    @multi_asset(
+        name=f"{source.name}_change_logs",
+        outs=outs,
+        check_specs=checks,
+        can_subset=True,
+        partitions_def=partitions,
+        deps=[t.source_key for t in source.tables],
+        internal_asset_deps={
+            t.change_log_key.to_python_identifier(): {t.source_key} for t in source.tables
+        },
+        required_resource_keys={"pyspark"},
+    )
+    def change_logs(context: AssetExecutionContext) -> Iterator[Output | AssetCheckResult]:
+        spark = context.resources.pyspark.spark_session
+        lsn_range = parse_partition(context.partition_key)
+        selected = [by_key[k] for k in context.selected_asset_keys if k in by_key]
+        ranges = range_partitions(context.instance.get_dynamic_partitions(partitions.name))
+        wanted = context.selected_asset_check_keys
+        conn = source.connect()
+        try:
+            for table in selected:
+                if lsn_range is None:
+                    stored = _snapshot_output(spark, source, table, conn)
+                else:
+                    stored = _range_output(spark, source, table, conn, lsn_range)
+                yield Output(stored, output_name=table.change_log_key.to_python_identifier())
+                # The IO manager has published the partition by now; check what it wrote.
+                properties = source.store.properties(
+                    table.change_log_key.path, context.partition_key
+                )
+                results = [coverage_result(table, properties or {})]
+                if lsn_range is None:
+                    results.append(
+                        AssetCheckResult(
+                            asset_key=table.change_log_key,
+                            check_name=CHAIN,
+                            passed=True,
+                            description="snapshot: the chain of this table starts here",
+                        )
+                    )
+                else:
+                    results.append(
+                        chain_result(table, lsn_range, ranges, snapshot_info(source, table))
+                    )
+                yield from (
+                    r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
+                )
+        finally:
+            conn.close()
+
+    return change_logs

@@ -1,0 +1,82 @@
+"""Definitions from the project config: per source the external source-table specs, the
+change-log and mirror multi-assets on one dynamic partitions definition, the sync job and its
+sensor; shared resources (Spark through dagster-pyspark, the Parquet IO manager)."""
+
+from __future__ import annotations
+
+from dagster import (
+    AssetSelection,
+    AssetSpec,
+    Definitions,
+    DynamicPartitionsDefinition,
+    define_asset_job,
+)
+from dagster_pyspark import LazyPySparkResource
+
+from cdc_assets.config import ProjectConfig
+from cdc_assets.spark.session import DEFAULT_CONF, use_this_python_for_workers
+
+from .change_log import IO_MANAGER, build_change_logs
+from .io_manager import SparkParquetIOManager
+from .metadata import table_metadata
+from .mirror import build_mirrors
+from .names import SOURCE_TAG, group_name, partitions_name, sync_job_name
+from .source import Source, load_source
+from .sync_sensor import build_sync_sensor
+
+
+def spark_resource(config: ProjectConfig) -> LazyPySparkResource:
+    """Spark via dagster-pyspark: created on first use, with the project's session settings."""
+    use_this_python_for_workers()
+    return LazyPySparkResource(
+        spark_config={
+            "spark.master": config.spark.master,
+            "spark.app.name": "cdc_assets",
+            **DEFAULT_CONF,
+            **config.spark.conf,
+        }
+    )
+
+
+def source_definitions(source: Source) -> Definitions:
+    partitions = DynamicPartitionsDefinition(name=partitions_name(source.name))
+    specs = [
+        AssetSpec(
+            t.source_key,
+            description=f"SQL Server table {t.qualified_name} (source '{source.name}'), captured "
+            f"by CDC instance {t.instance.name}. External: shown for lineage.",
+            group_name=group_name(source.name),
+            kinds={"sqlserver"},
+            metadata=table_metadata(t.instance, t.qualified_name),
+        )
+        for t in source.tables
+    ]
+    change_logs = build_change_logs(source, partitions)
+    mirrors = build_mirrors(source, partitions)
+    job = define_asset_job(
+        sync_job_name(source.name),
+        selection=AssetSelection.assets(change_logs, mirrors),
+        partitions_def=partitions,
+        tags={SOURCE_TAG: source.name},
+        description=f"One LSN range (or the snapshot) of every table of source '{source.name}': "
+        "change logs, their coverage checks, then the mirrors.",
+    )
+    return Definitions(
+        assets=[*specs, change_logs, mirrors],
+        jobs=[job],
+        sensors=[build_sync_sensor(source, partitions, job)],
+    )
+
+
+def build_definitions(config: ProjectConfig, sources: list[Source] | None = None) -> Definitions:
+    """All sources of ``config`` (discovered now unless ``sources`` is given)."""
+    if sources is None:
+        sources = [load_source(s, config.storage.base_path) for s in config.sources]
+    pyspark = spark_resource(config)
+    resources = {
+        "pyspark": pyspark,
+        IO_MANAGER: SparkParquetIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
+    }
+    return Definitions.merge(
+        *(source_definitions(s) for s in sources), Definitions(resources=resources)
+    )

@@ -1,0 +1,196 @@
+"""``mirror/<source>/<schema>/<table>``: the current state of each table, merged incrementally.
+
+The mirrors share the source's partitions: materializing range ``(lo, hi]`` brings every selected
+mirror to ``hi``, applying only the range partitions it has not applied yet (usually just this one)
+to its current state — never a recomputation from all history. The state lives in one place per
+mirror (``cdc_assets/layout: current``) with the LSN it is at, the snapshot it was built from,
+and the ranges it applied. A new snapshot of the table rebuilds the mirror from it.
+
+A mirror never applies a range that failed its coverage check, and never skips one: a missing,
+unchecked or uncovered range stops the run with a message saying which and what to do. In the
+sync job the mirrors run after the change logs of the same range, and their blocking checks stop
+the mirrors first.
+"""
+
+from collections.abc import Iterator
+from functools import reduce
+from typing import Any
+
+from dagster import (
+    AssetExecutionContext,
+    AssetOut,
+    AssetsDefinition,
+    DynamicPartitionsDefinition,
+    Failure,
+    Output,
+    multi_asset,
+)
+from pyspark.sql import DataFrame, SparkSession
+
+from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.spark import sqlserver_source
+from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+
+from .chain import ChainGap, range_partitions, ranges_covering
+from .change_log import IO_MANAGER, parse_partition, snapshot_info
+from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame
+from .metadata import table_metadata
+from .names import SNAPSHOT_PARTITION, group_name
+from .source import Source, Table
+
+
+def mirror_state(source: Source, table: Table) -> dict[str, Any] | None:
+    return source.store.properties(table.mirror_key.path, None)
+
+
+def mirror_lsn(source: Source, table: Table) -> Lsn | None:
+    state = mirror_state(source, table)
+    return Lsn.parse(state["lsn"]) if state and "lsn" in state else None
+
+
+def _changes(
+    spark: SparkSession, source: Source, table: Table, needed: list[LsnRange]
+) -> DataFrame | None:
+    path = table.change_log_key.path
+    frames = []
+    for lsn_range in needed:
+        properties = source.store.properties(path, lsn_range.key)
+        if properties is None:
+            raise Failure(
+                f"{table.qualified_name}: range {lsn_range.key} has not been materialized for "
+                f"{table.change_log_key.to_user_string()}; materialize that partition first (the "
+                "mirror never skips a range)."
+            )
+        coverage = properties.get("coverage") or {}
+        if not coverage.get("ok"):
+            raise Failure(
+                f"{table.qualified_name}: range {lsn_range.key} failed its coverage check "
+                f"({coverage.get('reason') or 'no coverage recorded'}); the mirror is left as it "
+                "is. Re-snapshot the table to continue."
+            )
+        frames.append(source.store.read(spark, path, lsn_range.key))
+    if not frames:
+        return None
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+
+
+def _mirror_output(
+    spark: SparkSession, source: Source, table: Table, ranges: list[LsnRange], target: Lsn
+) -> tuple[StoredFrame | None, str]:
+    """The new state of ``table``'s mirror at ``target``, or None and the reason to leave it."""
+    snapshot = snapshot_info(source, table)
+    if snapshot is None:
+        raise Failure(
+            f"{table.qualified_name} has no snapshot yet: materialize the 'snapshot' partition of "
+            f"{table.change_log_key.to_user_string()} first."
+        )
+    if target < snapshot.snapshot_lsn:
+        return None, (
+            f"its snapshot is consistent from {snapshot.snapshot_lsn.hex} on, after this range's "
+            f"end {target.hex}; a later range brings it up"
+        )
+    state = mirror_state(source, table)
+    columns = list(table.instance.column_names)
+    if state and state.get("snapshot_version") == snapshot.version:
+        start = Lsn.parse(state["lsn"])
+        if start >= target:
+            return None, f"it is already at {start.hex}"
+        base = source.store.read(spark, table.mirror_key.path, None)
+        rebuilt = False
+    else:
+        start = snapshot.replay_from
+        snap = source.store.read(spark, table.change_log_key.path, SNAPSHOT_PARTITION)
+        base = sqlserver_source.drop_snapshot_columns(snap)
+        rebuilt = True
+    try:
+        needed = ranges_covering(ranges, start, target)
+    except ChainGap as exc:
+        raise Failure(
+            f"{table.qualified_name}: cannot bring the mirror to {target.hex}: {exc}"
+        ) from None
+    changes = _changes(spark, source, table, needed)
+    base = base.select(*[f"`{c}`" for c in columns])
+    if changes is None:
+        merged = base
+    elif table.instance.key_columns:
+        merged = merge_keyed(
+            base, changes, key_columns=table.instance.key_columns, snapshot_lsn=start.raw
+        )
+    else:
+        merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
+
+    def finalize(written: DataFrame) -> dict[str, Any]:
+        return {
+            "kind": "mirror",
+            "lsn": target.hex,
+            "snapshot_version": snapshot.version,
+            "snapshot_lsn": snapshot.snapshot_lsn.hex,
+            "replay_from": snapshot.replay_from.hex,
+            "previous_lsn": start.hex,
+            "applied_ranges": [r.key for r in needed],
+            "rebuilt_from_snapshot": rebuilt,
+            "rows": written.count(),
+        }
+
+    def metadata(p: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "dagster/row_count": p["rows"],
+            "mirror_lsn": p["lsn"],
+            "previous_lsn": p["previous_lsn"],
+            "ranges_applied": len(p["applied_ranges"]),
+            "rebuilt_from_snapshot": p["rebuilt_from_snapshot"],
+        }
+
+    return StoredFrame(merged, finalize, metadata), ""
+
+
+def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> AssetsDefinition:
+    """The mirror multi-asset of ``source`` (one output per captured table)."""
+    by_key = {t.mirror_key: t for t in source.tables}
+    outs = {
+        t.mirror_key.to_python_identifier(): AssetOut(
+            key=t.mirror_key,
+            is_required=False,
+            io_manager_key=IO_MANAGER,
+            group_name=group_name(source.name),
+            kinds={"spark", "parquet"},
+            description=f"Current state of {t.qualified_name} in source '{source.name}' "
+            + (
+                f"(keyed by {', '.join(t.instance.key_columns)})"
+                if t.instance.key_columns
+                else "(no key: a multiset of rows)"
+            )
+            + ", merged incrementally from the change log; materializing range '<lo>-<hi>' "
+            "brings it to hi.",
+            metadata={LAYOUT: CURRENT_LAYOUT, **table_metadata(t.instance, t.qualified_name)},
+        )
+        for t in source.tables
+    }
+
+    @multi_asset(
+        name=f"{source.name}_mirrors",
+        outs=outs,
+        can_subset=True,
+        partitions_def=partitions,
+        deps=[t.change_log_key for t in source.tables],
+        internal_asset_deps={
+            t.mirror_key.to_python_identifier(): {t.change_log_key} for t in source.tables
+        },
+        required_resource_keys={"pyspark"},
+    )
+    def mirrors(context: AssetExecutionContext) -> Iterator[Output]:
+        lsn_range = parse_partition(context.partition_key)
+        if lsn_range is None:
+            context.log.info("mirrors move with range partitions; 'snapshot' has nothing to apply")
+            return
+        spark = context.resources.pyspark.spark_session
+        ranges = range_partitions(context.instance.get_dynamic_partitions(partitions.name))
+        for key in sorted(k for k in context.selected_asset_keys if k in by_key):
+            table = by_key[key]
+            stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi)
+            if stored is None:
+                context.log.info(f"{key.to_user_string()} is left as it is: {why}")
+                continue
+            yield Output(stored, output_name=key.to_python_identifier())
+
+    return mirrors

@@ -1,0 +1,56 @@
+"""Names a person sees in the Dagster UI: asset keys, partitions, jobs, sensors, tags.
+
+``sqlserver/<source>/<schema>/<table>`` is the source table, ``cdc/…`` its change log,
+``mirror/…`` its current state. Dagster allows only letters, digits and ``_`` in a key part, so
+other characters (spaces, dots, unicode) become ``_`` and a short hash of the real name keeps two
+tables apart that would otherwise collide; the real name stays in the asset's metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from dagster import AssetKey
+
+SNAPSHOT_PARTITION = "snapshot"
+SOURCE_TAG = "cdc_assets/source"
+PARTITION_TAG = "cdc_assets/partition"
+_NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_]")
+
+
+def key_part(name: str) -> str:
+    """``name`` as an asset key part (unchanged when it is already a valid one)."""
+    cleaned = _NOT_ALLOWED.sub("_", name)
+    if cleaned == name and name:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
+    return f"{cleaned}_{digest}"
+
+
+def source_table_key(source: str, schema: str, table: str) -> AssetKey:
+    return AssetKey(["sqlserver", source, key_part(schema), key_part(table)])
+
+
+def change_log_key(source: str, schema: str, table: str) -> AssetKey:
+    return AssetKey(["cdc", source, key_part(schema), key_part(table)])
+
+
+def mirror_key(source: str, schema: str, table: str) -> AssetKey:
+    return AssetKey(["mirror", source, key_part(schema), key_part(table)])
+
+
+def partitions_name(source: str) -> str:
+    return f"{source}_lsn"
+
+
+def sync_job_name(source: str) -> str:
+    return f"{source}_sync"
+
+
+def sensor_name(source: str) -> str:
+    return f"{source}_sync_sensor"
+
+
+def group_name(source: str) -> str:
+    return f"cdc_{source}"

@@ -1,0 +1,103 @@
+"""One configured source at definitions load time: its connection, the captured tables the
+config selects, and the store its assets write to."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster import AssetKey
+
+from cdc_assets.config import SourceConfig
+from cdc_assets.spark.asset_store import AssetStore
+from cdc_assets.sqlserver import (
+    CaptureInstance,
+    ConnectionFactory,
+    SourceTable,
+    connection_factory,
+    discover,
+)
+from cdc_assets.sqlserver.dbapi import DbapiConnection
+
+from .names import change_log_key, mirror_key, source_table_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A captured table as the assets see it."""
+
+    source: str
+    schema: str
+    name: str
+    instance: CaptureInstance  # the current instance when the definitions were loaded
+
+    @property
+    def qualified_name(self) -> str:
+        return f"[{self.schema}].[{self.name}]"
+
+    @property
+    def source_key(self) -> AssetKey:
+        return source_table_key(self.source, self.schema, self.name)
+
+    @property
+    def change_log_key(self) -> AssetKey:
+        return change_log_key(self.source, self.schema, self.name)
+
+    @property
+    def mirror_key(self) -> AssetKey:
+        return mirror_key(self.source, self.schema, self.name)
+
+
+@dataclass(frozen=True)
+class Source:
+    config: SourceConfig
+    tables: tuple[Table, ...]
+    storage: Path
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def factory(self) -> ConnectionFactory:
+        return connection_factory(self.config.connection_settings())
+
+    @property
+    def store(self) -> AssetStore:
+        return AssetStore(self.storage)
+
+    def connect(self) -> DbapiConnection:
+        return self.factory.connect(autocommit=True)
+
+
+def select_tables(config: SourceConfig, found: dict[tuple[str, str], SourceTable]) -> list[Table]:
+    """The captured tables ``config`` includes, each with its current capture instance."""
+    tables = []
+    for (schema, name), table in sorted(found.items()):
+        if not config.tables.matches(schema, name):
+            continue
+        instance = table.current_instance
+        if instance is None:
+            log.warning(
+                "%s: [%s].[%s] has no established capture instance yet (the capture job has not "
+                "scanned since CDC was enabled on it); it is left out until the next reload",
+                config.name,
+                schema,
+                name,
+            )
+            continue
+        tables.append(Table(config.name, schema, name, instance))
+    return tables
+
+
+def load_source(config: SourceConfig, storage: Path) -> Source:
+    """Discover the source's captured tables (one connection, three catalog queries)."""
+    conn = connection_factory(config.connection_settings()).connect(autocommit=True)
+    try:
+        found = discover(conn)
+    finally:
+        conn.close()
+    return Source(config, tuple(select_tables(config, found)), storage)

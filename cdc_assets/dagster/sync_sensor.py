@@ -1,0 +1,200 @@
+"""Continuous sync: one sensor per source.
+
+Each tick sends one cheap query to the source (``sys.fn_cdc_get_max_lsn()``), whatever the number
+of tables, and more only when the max LSN moved past the end of the chain. It decides, in order:
+
+1. a run of this source is still in flight → wait (one sync run per source at a time);
+2. tables without a snapshot → one run of the ``snapshot`` partition for those tables;
+3. the newest range is not complete for every table (its run failed) → run it again, after a
+   pause, before any newer range is added;
+4. the max LSN moved → add the next range ``(end, hi]`` (at most ``max_transactions_per_range``
+   transactions) and request one run that materializes it for every table, change logs then
+   mirrors.
+
+The chain is read from the partition keys and the published data, never kept in the cursor, so a
+restarted daemon continues exactly where the chain ends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+
+from dagster import (
+    DagsterInstance,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    DynamicPartitionsDefinition,
+    RunRequest,
+    RunsFilter,
+    SensorDefinition,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,
+)
+
+from cdc_assets.lsn import LsnRange
+from cdc_assets.sqlserver import get_max_lsn, plan_next_range
+
+from .chain import SnapshotInfo, chain_end, range_partitions
+from .change_log import snapshot_info
+from .mirror import mirror_lsn
+from .names import PARTITION_TAG, SNAPSHOT_PARTITION, SOURCE_TAG, sensor_name
+from .source import Source, Table
+
+IN_FLIGHT = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one evaluation decided (also what the tests look at)."""
+
+    run_request: RunRequest | None
+    new_partition: str | None
+    skip_reason: str | None
+
+
+def _request(source: Source, partition: str, tables: list[Table] | None = None) -> RunRequest:
+    return RunRequest(
+        partition_key=partition,
+        asset_selection=[t.change_log_key for t in tables] if tables is not None else None,
+        tags={SOURCE_TAG: source.name, PARTITION_TAG: partition},
+    )
+
+
+def _retry_pause(source: Source) -> float:
+    return max(30.0, 6.0 * source.config.sync.sensor_interval_seconds)
+
+
+def _recent_failure(instance: DagsterInstance, source: Source) -> str | None:
+    """Why to wait before retrying: the source's latest run failed only a moment ago."""
+    runs = instance.get_runs(filters=RunsFilter(tags={SOURCE_TAG: source.name}), limit=1)
+    if not runs or runs[0].status != DagsterRunStatus.FAILURE:
+        return None
+    record = instance.get_run_record_by_id(runs[0].run_id)
+    ended = record.end_time if record is not None else None
+    if ended is None:
+        return None
+    waited = dt.datetime.now(dt.UTC).timestamp() - ended
+    pause = _retry_pause(source)
+    if waited >= pause:
+        return None
+    return (
+        f"run {runs[0].run_id} ({runs[0].tags.get(PARTITION_TAG, '?')}) failed {waited:.0f} s "
+        f"ago; retrying after {pause:.0f} s"
+    )
+
+
+def _range_complete(source: Source, table: Table, last: LsnRange, snap: SnapshotInfo) -> bool:
+    if not source.store.is_published(table.change_log_key.path, last.key):
+        return False
+    if snap.snapshot_lsn > last.hi:  # the mirror waits for a range reaching its snapshot
+        return True
+    at = mirror_lsn(source, table)
+    return at is not None and at >= last.hi
+
+
+def evaluate(
+    instance: DagsterInstance,
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    last_added: float | None = None,
+) -> Tick:
+    """One tick of the sync sensor for ``source`` (see the module doc)."""
+    in_flight = instance.get_runs(
+        filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=IN_FLIGHT), limit=1
+    )
+    if in_flight:
+        return Tick(None, None, f"run {in_flight[0].run_id} of {source.name} is in progress")
+    if not source.tables:
+        return Tick(None, None, f"source {source.name} has no captured tables selected")
+    keys = instance.get_dynamic_partitions(partitions.name)
+    snapshots = {t: snapshot_info(source, t) for t in source.tables}
+    missing = [t for t, s in snapshots.items() if s is None]
+    if missing:
+        if (why := _recent_failure(instance, source)) is not None:
+            return Tick(None, None, why)
+        new = SNAPSHOT_PARTITION if SNAPSHOT_PARTITION not in keys else None
+        return Tick(_request(source, SNAPSHOT_PARTITION, missing), new, None)
+
+    ranges = range_partitions(keys)
+    end = chain_end(ranges)
+    if end is not None:
+        last = ranges[-1]
+        if not all(_range_complete(source, t, last, s) for t, s in snapshots.items() if s):
+            if (why := _recent_failure(instance, source)) is not None:
+                return Tick(None, None, why)
+            return Tick(_request(source, last.key), None, None)
+        start = end
+    else:
+        start = min(s.replay_from for s in snapshots.values() if s)
+
+    conn = source.connect()
+    try:
+        maximum = get_max_lsn(conn)  # the one query every tick sends
+        if maximum <= start:
+            return Tick(None, None, f"max LSN {maximum.hex} has not moved past {start.hex}")
+        if end is None:
+            needed = max(s.snapshot_lsn for s in snapshots.values() if s)
+            if maximum < needed:
+                return Tick(
+                    None,
+                    None,
+                    f"waiting for capture to reach the snapshot LSN {needed.hex} "
+                    f"(max LSN {maximum.hex})",
+                )
+        interval = source.config.sync.min_range_interval_seconds
+        now = dt.datetime.now(dt.UTC).timestamp()
+        if interval and last_added is not None and now - last_added < interval:
+            return Tick(None, None, f"the previous range was added less than {interval} s ago")
+        next_range = plan_next_range(
+            conn, start, source.config.sync.max_transactions_per_range, maximum=maximum
+        )
+    finally:
+        conn.close()
+    if next_range is None:
+        return Tick(None, None, f"no transaction was captured after {start.hex}")
+    return Tick(_request(source, next_range.key), next_range.key, None)
+
+
+def build_sync_sensor(
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    job: UnresolvedAssetJobDefinition,
+) -> SensorDefinition:
+    @sensor(
+        name=sensor_name(source.name),
+        job=job,
+        minimum_interval_seconds=source.config.sync.sensor_interval_seconds,
+        default_status=DefaultSensorStatus.RUNNING,
+        description=f"Keeps the change logs and mirrors of source '{source.name}' in sync: adds "
+        "the next LSN range when the max LSN moves and requests one run for it.",
+    )
+    def sync(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+        cursor = json.loads(context.cursor) if context.cursor else {}
+        tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
+        if tick.run_request is None:
+            return SkipReason(tick.skip_reason)
+        requests = []
+        if tick.new_partition is not None:
+            requests.append(partitions.build_add_request([tick.new_partition]))
+            cursor["last_added"] = dt.datetime.now(dt.UTC).timestamp()
+            cursor["last_key"] = tick.new_partition
+        return SensorResult(
+            run_requests=[tick.run_request],
+            dynamic_partitions_requests=requests,
+            cursor=json.dumps(cursor),
+        )
+
+    return sync
