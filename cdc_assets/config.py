@@ -163,13 +163,17 @@ class SparkConfig(_Model):
 
 
 class ProjectConfig(_Model):
-    sources: tuple[SourceConfig, ...] = Field(min_length=1)
+    # Not Field(min_length=1): pydantic checks that length against the items that validated,
+    # so one bad source would also be reported as "sources: at least 1 item ..., not 0".
+    sources: tuple[SourceConfig, ...]
     storage: StorageConfig
     spark: SparkConfig = SparkConfig()
 
     @field_validator("sources")
     @classmethod
     def _unique_names(cls, sources: tuple[SourceConfig, ...]) -> tuple[SourceConfig, ...]:
+        if not sources:
+            raise ValueError("configure at least one source")
         names = [s.name for s in sources]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -221,11 +225,14 @@ def parse_config(data: Any, *, base_dir: Path, origin: str) -> ProjectConfig:
         raise ConfigError(
             f"{origin}: expected a mapping with 'sources' and 'storage' at the top level"
         )
+    problems = ""
     try:
         return ProjectConfig.model_validate(_resolve_paths(data, base_dir))
     except ValidationError as exc:
         problems = "; ".join(_describe(e) for e in exc.errors(include_input=False))
-        raise ConfigError(f"{origin} is not a valid cdc_assets configuration: {problems}") from None
+    # Raised outside the except block: the ValidationError (whose text shows the input values,
+    # a password among them) must not ride along as the suppressed __context__.
+    raise ConfigError(f"{origin} is not a valid cdc_assets configuration: {problems}")
 
 
 def config_path(path: str | Path | None = None) -> Path:
@@ -246,11 +253,14 @@ def load_config(path: str | Path | None = None) -> ProjectConfig:
         ) from None
     except OSError as exc:
         raise ConfigError(f"configuration file {file} cannot be read: {exc.strerror}") from None
+    syntax_error = ""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{file} is not valid YAML{where}: {problem}") from None
+        syntax_error = f"{file} is not valid YAML{where}: {problem}"
+    if syntax_error:  # outside the except block: the YAMLError quotes the file's text
+        raise ConfigError(syntax_error)
     return parse_config(data, base_dir=file.parent, origin=str(file))

@@ -25,7 +25,11 @@ def spark() -> Iterator[SparkSession]:
     session = build_spark_session(
         master="local[2]",
         app_name="cdc_assets_tests",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.ui.showConsoleProgress": "false",
+        },
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -44,7 +44,9 @@ from cdc_assets.sqlserver import (
     get_min_lsn,
     range_stats,
 )
+from cdc_assets.sqlserver.changes import check_range_available
 from cdc_assets.sqlserver.dbapi import DbapiConnection, fetch_value
+from cdc_assets.sqlserver.errors import LsnNotAvailable
 from cdc_assets.sqlserver.health import SERVER_TIME_QUERY
 
 from .chain import SnapshotInfo, range_partitions
@@ -81,11 +83,14 @@ def parse_partition(key: str) -> LsnRange | None:
 
 
 def _instance_for(conn: DbapiConnection, table: Table, first: Lsn | None) -> CaptureInstance:
-    """The capture instance as it is now: the current one, or the one covering ``first``."""
+    """The capture instance as it is now: the one covering ``first``, else the current one (when
+    cleanup moved every instance's start above ``first``, the coverage check reports it)."""
     found = discover(conn).get((table.schema, table.name))
     instance = None
     if found is not None:
-        instance = found.current_instance if first is None else found.instance_covering(first)
+        if first is not None:
+            instance = found.instance_covering(first)
+        instance = instance or found.current_instance
     if instance is None:
         raise Failure(
             f"{table.qualified_name}: no capture instance "
@@ -147,8 +152,8 @@ def _range_output(
     table: Table,
     conn: DbapiConnection,
     lsn_range: LsnRange,
+    instance: CaptureInstance,
 ) -> StoredFrame:
-    instance = _instance_for(conn, table, lsn_range.first)
     settings = source.config.connection_settings()
     df = sqlserver_source.read_change_range(spark, settings, instance, lsn_range)
 
@@ -240,6 +245,33 @@ def chain_result(
         "let the sync sensor plan the next range from the end of the chain.",
         metadata=meta,
     )
+
+
+def unavailable_result(
+    conn: DbapiConnection, table: Table, instance: CaptureInstance, lsn_range: LsnRange
+) -> AssetCheckResult | None:
+    """A failed coverage check if the range is not inside the validity interval before the read
+    (cleanup already removed changes above ``lo``, or capture has not reached ``hi``)."""
+    try:
+        check_range_available(conn, instance.name, lsn_range)
+    except LsnNotAvailable as exc:
+        return AssetCheckResult(
+            asset_key=table.change_log_key,
+            check_name=COVERAGE,
+            passed=False,
+            severity=AssetCheckSeverity.ERROR,
+            description=f"{exc.message} Nothing was written for this range and the mirror is "
+            "not touched. Re-snapshot the table (materialize its 'snapshot' partition) to "
+            "continue without loss.",
+            metadata={
+                "lo_plus_1": lsn_range.first.hex,
+                "hi": lsn_range.hi.hex,
+                "min_lsn": exc.minimum.hex if exc.minimum else "unknown",
+                "max_lsn": exc.maximum.hex if exc.maximum else "unknown",
+                "capture_instance": instance.name,
+            },
+        )
+    return None
 
 
 def coverage_result(table: Table, properties: dict[str, Any]) -> AssetCheckResult:
@@ -337,7 +369,18 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                 if lsn_range is None:
                     stored = _snapshot_output(spark, source, table, conn)
                 else:
-                    stored = _range_output(spark, source, table, conn, lsn_range)
+                    instance = _instance_for(conn, table, lsn_range.first)
+                    refused = unavailable_result(conn, table, instance, lsn_range)
+                    if refused is not None:
+                        # Nothing is written: the blocking check fails and the mirrors wait.
+                        context.log.error(refused.description or "range not available")
+                        snapshot = snapshot_info(source, table)
+                        results = [refused, chain_result(table, lsn_range, ranges, snapshot)]
+                        yield from (
+                            r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
+                        )
+                        continue
+                    stored = _range_output(spark, source, table, conn, lsn_range, instance)
                 yield Output(stored, output_name=table.change_log_key.to_python_identifier())
                 # The IO manager has published the partition by now; check what it wrote.
                 properties = source.store.properties(

@@ -20,6 +20,7 @@ from .change_log import IO_MANAGER, build_change_logs
 from .io_manager import SparkParquetIOManager
 from .metadata import table_metadata
 from .mirror import build_mirrors
+from .mirror_checks import build_mirror_checks
 from .names import SOURCE_TAG, group_name, partitions_name, sync_job_name
 from .source import Source, load_source
 from .sync_sensor import build_sync_sensor
@@ -53,16 +54,19 @@ def source_definitions(source: Source) -> Definitions:
     ]
     change_logs = build_change_logs(source, partitions)
     mirrors = build_mirrors(source, partitions)
+    mirror_checks = build_mirror_checks(source, partitions)
     job = define_asset_job(
         sync_job_name(source.name),
-        selection=AssetSelection.assets(change_logs, mirrors),
-        partitions_def=partitions,
+        # The change logs' blocking checks run in the job; the mirror checks run on demand.
+        selection=AssetSelection.assets(change_logs, mirrors)
+        - AssetSelection.checks(mirror_checks),
         tags={SOURCE_TAG: source.name},
         description=f"One LSN range (or the snapshot) of every table of source '{source.name}': "
         "change logs, their coverage checks, then the mirrors.",
     )
     return Definitions(
         assets=[*specs, change_logs, mirrors],
+        asset_checks=[mirror_checks],
         jobs=[job],
         sensors=[build_sync_sensor(source, partitions, job)],
     )

@@ -106,9 +106,15 @@ class HeadlessDemo:
         )
         self.progress.runs += 1
         self.progress.failed_runs += not result.success
+        steps = ", ".join(
+            f"{s.step_key.removeprefix(SOURCE + '_').replace('_', ' ')} "
+            f"{(s.end_time or 0) - (s.start_time or 0):.1f} s"
+            for s in instance.get_run_step_stats(result.run_id)
+        )
         self.say(
             f"run {self.progress.runs}: {request.partition_key} "
-            f"{'ok' if result.success else 'FAILED'} in {time.monotonic() - started:.1f} s"
+            f"{'ok' if result.success else 'FAILED'} in {time.monotonic() - started:.1f} s "
+            f"({steps})"
         )
         return True
 

@@ -118,6 +118,8 @@ def _mirror_output(
         )
     else:
         merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
+    # kept rows + upserts: without this, every merge would add files to the next version.
+    merged = merged.coalesce(max(1, spark.sparkContext.defaultParallelism))
 
     def finalize(written: DataFrame) -> dict[str, Any]:
         return {

@@ -9,7 +9,8 @@ of tables, and more only when the max LSN moved past the end of the chain. It de
    pause, before any newer range is added;
 4. the max LSN moved → add the next range ``(end, hi]`` (at most ``max_transactions_per_range``
    transactions) and request one run that materializes it for every table, change logs then
-   mirrors.
+   mirrors. The first range after the snapshots is added even without transactions once capture
+   has passed every snapshot LSN, so quiet tables get their mirrors too.
 
 The chain is read from the partition keys and the published data, never kept in the cursor, so a
 restarted daemon continues exactly where the chain ends.
@@ -163,6 +164,10 @@ def evaluate(
         )
     finally:
         conn.close()
+    if next_range is None and end is None:
+        # No transaction since the snapshots, but capture has passed them all: a first range
+        # without changes brings the mirrors into existence at the max LSN.
+        next_range = LsnRange(start, maximum)
     if next_range is None:
         return Tick(None, None, f"no transaction was captured after {start.hex}")
     return Tick(_request(source, next_range.key), next_range.key, None)
