@@ -28,6 +28,7 @@ from cdc_assets.spark.asset_store import AssetStore, Finalize, Properties
 
 LAYOUT = "cdc_assets/layout"
 CURRENT_LAYOUT = "current"
+COLUMN_SCHEMA = "dagster/column_schema"  # repeated on each materialization (schemas change)
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,10 @@ class SparkParquetIOManager(ConfigurableIOManager):
             partition,
             stored.finalize,
         )
+        schema = (context.definition_metadata or {}).get(COLUMN_SCHEMA)
         context.add_output_metadata(
             {
+                **({COLUMN_SCHEMA: schema} if schema is not None else {}),
                 "dagster/uri": MetadataValue.path(str(published.version)),
                 **stored.metadata(published.properties),
             }

@@ -11,6 +11,7 @@ that raises (say, a validity check that failed) publishes nothing.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,9 +58,14 @@ class AssetStore:
         location = self.location(key_path, partition)
         version = versioned_parquet.write_version(df, location)
         properties: Properties = {}
-        if finalize is not None:
-            properties = dict(finalize(spark.read.parquet(str(version))))
-        (version / PROPERTIES_FILE).write_text(json.dumps(properties, sort_keys=True, default=str))
+        try:
+            if finalize is not None:
+                properties = dict(finalize(spark.read.parquet(str(version))))
+            text = json.dumps(properties, sort_keys=True, default=str)
+        except BaseException:
+            shutil.rmtree(version, ignore_errors=True)  # refused: never published, not kept
+            raise
+        (version / PROPERTIES_FILE).write_text(text)
         versioned_parquet.publish_version(location, version.name)
         return Published(version, properties)
 

@@ -65,6 +65,8 @@ def test_materialize_snapshot_then_a_range(harness: SyncHarness) -> None:
         metadata = _materialized(snap, table.change_log_key)
         assert metadata["dagster/row_count"].value == harness.workload.row_count(_model_name(table))
         assert metadata["snapshot_mode"].value == "exact"
+        columns = [c.name for c in metadata["dagster/column_schema"].value.columns]
+        assert columns == list(table.instance.column_names)
         assert str(metadata["dagster/uri"].value).startswith(str(harness.source.storage))
     assert all(_checks(snap).values()) and len(_checks(snap)) == 2 * len(harness.source.tables)
 

@@ -1,0 +1,137 @@
+"""The Parquet IO manager in real runs: single partitions, several partitions in one load,
+unpartitioned assets, the ``current`` layout, properties turned into metadata, and a refused
+publication that leaves the previous version readable."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dagster import (
+    AssetExecutionContext,
+    AssetIn,
+    DagsterInstance,
+    StaticPartitionsDefinition,
+    asset,
+    materialize,
+)
+from dagster_pyspark import LazyPySparkResource
+from pyspark.sql import DataFrame, SparkSession
+
+from cdc_assets.dagster.io_manager import CURRENT_LAYOUT, LAYOUT, SparkParquetIOManager, StoredFrame
+from cdc_assets.spark.asset_store import AssetStore
+
+PARTS = StaticPartitionsDefinition(["a", "b", "c"])
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+REFUSE: dict[str, bool] = {"now": False}
+
+
+def _frame(spark: SparkSession, part: str, n: int) -> DataFrame:
+    return spark.createDataFrame([(part, i) for i in range(n)], "part string, i int")
+
+
+@asset(partitions_def=PARTS, io_manager_key="io", required_resource_keys={"pyspark"})
+def numbers(context: AssetExecutionContext) -> StoredFrame:
+    spark = context.resources.pyspark.spark_session
+    part = context.partition_key
+    size = {"a": 3, "b": 5, "c": 7}[part]
+
+    def finalize(written: DataFrame) -> dict[str, Any]:
+        if REFUSE["now"]:
+            raise RuntimeError("refused: the written data failed validation")
+        return {"rows": written.count(), "part": part}
+
+    return StoredFrame(_frame(spark, part, size), finalize, lambda p: {"rows": p["rows"]})
+
+
+@asset(ins={"numbers": AssetIn()}, io_manager_key="io")
+def total(numbers: DataFrame) -> DataFrame:  # every partition in one load
+    return numbers.groupBy("part").count()
+
+
+@asset(partitions_def=PARTS, ins={"numbers": AssetIn()}, io_manager_key="io")
+def doubled(numbers: DataFrame) -> DataFrame:  # the same partition
+    return numbers.selectExpr("part", "i * 2 AS i")
+
+
+@asset(
+    partitions_def=PARTS,
+    io_manager_key="io",
+    metadata={LAYOUT: CURRENT_LAYOUT},
+    required_resource_keys={"pyspark"},
+)
+def state(context: AssetExecutionContext) -> DataFrame:  # one location for all partitions
+    return _frame(context.resources.pyspark.spark_session, context.partition_key, 1)
+
+
+@pytest.fixture
+def resources(tmp_path: Path, spark: SparkSession) -> dict[str, Any]:
+    pyspark = LazyPySparkResource(spark_config={"spark.master": "local[2]"})
+    return {
+        "pyspark": pyspark,
+        "io": SparkParquetIOManager(base_path=str(tmp_path), pyspark=pyspark),
+    }
+
+
+def test_partitions_loads_and_layouts(
+    tmp_path: Path, spark: SparkSession, resources: dict[str, Any]
+) -> None:
+    instance = DagsterInstance.ephemeral()
+    for part in PARTS.get_partition_keys():
+        result = materialize(
+            [numbers, doubled, state],
+            partition_key=part,
+            resources=resources,
+            instance=instance,
+            run_config=QUIET,
+        )
+        assert result.success
+        metadata = result.asset_materializations_for_node("numbers")[0].metadata
+        assert metadata["rows"].value == {"a": 3, "b": 5, "c": 7}[part]
+        assert str(metadata["dagster/uri"].value).startswith(str(tmp_path / "numbers" / part))
+    store = AssetStore(tmp_path)
+    assert store.read(spark, ["doubled"], "c").where("i % 2 = 1").count() == 0
+    assert store.read(spark, ["doubled"], "b").count() == 5
+    # The current layout: one location, the last partition's state.
+    assert [r.part for r in store.read(spark, ["state"], None).collect()] == ["c"]
+    assert not (tmp_path / "state" / "a").exists()
+
+    result = materialize(
+        [numbers, total],
+        selection=[total],
+        resources=resources,
+        instance=instance,
+        run_config=QUIET,
+    )
+    assert result.success
+    counts = {r.part: r["count"] for r in store.read(spark, ["total"], None).collect()}
+    assert counts == {"a": 3, "b": 5, "c": 7}
+
+
+def test_refused_publication_keeps_the_previous_version(
+    tmp_path: Path, spark: SparkSession, resources: dict[str, Any]
+) -> None:
+    instance = DagsterInstance.ephemeral()
+    store = AssetStore(tmp_path)
+    assert materialize(
+        [numbers], partition_key="a", resources=resources, instance=instance, run_config=QUIET
+    ).success
+    first = store.current_version(["numbers"], "a")
+    REFUSE["now"] = True
+    try:
+        result = materialize(
+            [numbers],
+            partition_key="a",
+            resources=resources,
+            instance=instance,
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+    finally:
+        REFUSE["now"] = False
+    assert not result.success
+    assert store.current_version(["numbers"], "a") == first
+    assert first is not None
+    versions = [p.name for p in first.parent.iterdir() if p.is_dir()]
+    assert versions == [first.name], "the refused version was left behind"
+    assert store.read(spark, ["numbers"], "a").count() == 3
+    assert store.properties(["numbers"], "a") == {"rows": 3, "part": "a"}
