@@ -170,6 +170,7 @@ def _range_output(
             )
         if lsn_range.hi > maximum:
             reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
+        operations = _operation_counts(written)  # one Spark job gives the row count too
         stats = range_stats(conn, lsn_range)
         now = _server_now(conn)
         lag = (now - stats.last_commit).total_seconds() if stats.last_commit else None
@@ -178,8 +179,8 @@ def _range_output(
             "capture_instance": instance.name,
             "lo": lsn_range.lo.hex,
             "hi": lsn_range.hi.hex,
-            "rows": written.count(),
-            "operations": _operation_counts(written),
+            "rows": sum(operations.values()),
+            "operations": operations,
             "transactions": stats.transactions,
             "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
             "last_commit": stats.last_commit.isoformat() if stats.last_commit else None,
