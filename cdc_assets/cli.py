@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import signal
 import sqlite3
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
@@ -264,12 +266,19 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
 
         interrupted = False
         try:
-            workload.run(
-                seconds=args.seconds,
-                transactions=args.transactions,
-                on_progress=progress,
-                tps=args.tps,
-            )
+            with _stop_between_transactions() as stop:
+
+                def step_done(stats: WorkloadStats) -> None:
+                    progress(stats)
+                    if stop.is_set():
+                        raise KeyboardInterrupt
+
+                workload.run(
+                    seconds=args.seconds,
+                    transactions=args.transactions,
+                    on_progress=step_done,
+                    tps=args.tps,
+                )
         except KeyboardInterrupt:
             interrupted = True
         elapsed = workload.stats.elapsed
@@ -287,6 +296,32 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
             agent.stop()
         monitor.close()
         conn.close()
+
+
+@contextlib.contextmanager
+def _stop_between_transactions() -> Iterator[threading.Event]:
+    """Ctrl-C (SIGINT) sets the event instead of interrupting the statement that runs.
+
+    A KeyboardInterrupt raised inside SQLite (in one of the emulator's Python functions) would
+    surface as a database error; the workload stops after the transaction instead. A second
+    Ctrl-C interrupts at once. Outside the main thread, or with SIGINT ignored, nothing changes.
+    """
+    stop = threading.Event()
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield stop
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _table_missing(conn: Connection, schema: str, name: str) -> bool:

@@ -1,35 +1,259 @@
 #!/usr/bin/env bash
-# `make demo` (after `make setup`): the embedded CDC source with a live workload.
-# Creates the demo database .demo/source.db when it is missing (or unreadable), then runs the
-# workload generator with the capture agent, showing transactions, rows, the max LSN and the
-# capture lag on one updating line until Ctrl-C. Safe to run twice: an existing source is reused
-# and the workload continues from its current contents.
+# `make demo` (after `make setup`): continuous CDC sync of the embedded demo source in the Dagster UI.
+#
+# 1. Creates the emulated SQL Server source .demo/source.db when it is missing (or unreadable) —
+#    a new source also clears the previous sync state (.demo/storage, .demo/dagster_home) — or
+#    reuses it, and runs the capture job until the change tables hold everything committed, so the
+#    code location finds every capture instance.
+# 2. Starts the workload generator with the capture agent in the background (its own process group,
+#    status lines in .demo/workload.log).
+# 3. Runs `dagster dev -w workspace.yaml` with the persistent instance DAGSTER_HOME=.demo/dagster_home
+#    (its dagster.yaml is written once) and prints the UI address; the sensor demo_sync_sensor runs
+#    by default and keeps the change logs and mirrors in sync.
+# Ctrl-C (or a TERM to this script) stops Dagster, then the workload, and leaves no process behind.
+# Safe to run twice: the source, the stored assets and the run history are kept, and the sync
+# continues where the chain ends (a run cut off by an abrupt stop is marked failed and retried).
 # Settings: DEMO_TPS (transactions per second, default 20), DEMO_ROWS (initial rows per table,
-# default 1000), DEMO_SEED (default 0).
+# default 1000), DEMO_SEED (default 0), DEMO_HOST (default 127.0.0.1), DEMO_PORT (default 3000).
 set -euo pipefail
+# Started in the background without job control (`make demo &`, a supervisor), this script and
+# everything it starts would ignore SIGINT; run it again with the default handlers, once.
+if [ -z "${DEMO_SIGNALS_RESET:-}" ] && env --default-signal=INT true 2>/dev/null; then
+  export DEMO_SIGNALS_RESET=1
+  exec env --default-signal=INT,TERM bash "$0" "$@"
+fi
 cd "$(dirname "$0")/.."
+ROOT="$PWD"
 
 CLI=.venv/bin/cdc-assets
+PY=.venv/bin/python
+DAGSTER=.venv/bin/dagster
 SOURCE=.demo/source.db
+STORAGE=.demo/storage
+WORKLOAD_LOG=.demo/workload.log
 TPS="${DEMO_TPS:-20}"
 ROWS="${DEMO_ROWS:-1000}"
 SEED="${DEMO_SEED:-0}"
+HOST="${DEMO_HOST:-127.0.0.1}"
+PORT="${DEMO_PORT:-3000}"
+URL="http://$HOST:$PORT"
 
-if [ ! -x "$CLI" ]; then
-  echo "demo: $CLI is missing; run 'make setup' first" >&2
+for tool in "$CLI" "$PY" "$DAGSTER"; do
+  if [ ! -x "$tool" ]; then
+    echo "demo: $tool is missing; run 'make setup' first" >&2
+    exit 2
+  fi
+done
+
+# The demo is the project's own configuration (source `demo` on .demo/source.db).
+export CDC_ASSETS_CONFIG="$ROOT/cdc_assets.yaml"
+export DAGSTER_HOME="$ROOT/.demo/dagster_home"
+# Spark's Python workers must run the venv's interpreter (it has the project's packages).
+export PYSPARK_PYTHON="$ROOT/$PY"
+export PYSPARK_DRIVER_PYTHON="$ROOT/$PY"
+
+if ! "$PY" - "$HOST" "$PORT" <<'EOF'
+import socket, sys
+with socket.socket() as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((sys.argv[1], int(sys.argv[2])))
+    except OSError:
+        sys.exit(1)
+EOF
+then
+  echo "demo: $HOST:$PORT is already in use; stop what listens there or pick another port," \
+    "e.g. DEMO_PORT=3001 make demo" >&2
   exit 2
 fi
 
 mkdir -p .demo
+new_source() {
+  # Partitions, runs and Parquet of an earlier source do not describe a new one (dagster.yaml stays).
+  rm -rf "$STORAGE"
+  if [ -d "$DAGSTER_HOME" ]; then
+    find "$DAGSTER_HOME" -mindepth 1 -maxdepth 1 ! -name dagster.yaml -exec rm -rf {} +
+  fi
+  "$CLI" emulator create "$SOURCE" --seed "$SEED" --rows "$ROWS" "$@"
+}
 if [ -f "$SOURCE" ] && ! "$CLI" emulator status "$SOURCE" >/dev/null 2>&1; then
-  echo "demo: $SOURCE is not a usable demo source; creating it again"
-  "$CLI" emulator create "$SOURCE" --seed "$SEED" --rows "$ROWS" --force
+  echo "demo: $SOURCE is not a usable demo source; creating it again (and clearing the sync state)"
+  new_source --force
 elif [ ! -f "$SOURCE" ]; then
   echo "demo: creating the demo source $SOURCE ($ROWS rows per table)"
-  "$CLI" emulator create "$SOURCE" --seed "$SEED" --rows "$ROWS"
+  new_source
 else
-  echo "demo: reusing $SOURCE"
+  echo "demo: reusing $SOURCE (and the sync state in $STORAGE and $DAGSTER_HOME)"
 fi
 
-echo "demo: running the workload with the capture agent (Ctrl-C stops it)"
-exec "$CLI" emulator workload "$SOURCE" --tps "$TPS" --seed "$((SEED + 1))"
+# The code location lists the capture instances the capture job has established: scan until the
+# change tables hold everything committed (the agent in the workload keeps scanning afterwards).
+"$PY" - "$SOURCE" <<'EOF'
+import sys
+from cdc_assets import emulator
+captured = 0
+while (n := emulator.scan(sys.argv[1])) > 0:
+    captured += n
+print(f"demo: capture scan done ({captured} transactions captured)")
+EOF
+
+mkdir -p "$DAGSTER_HOME"
+if [ ! -f "$DAGSTER_HOME/dagster.yaml" ]; then
+  cat >"$DAGSTER_HOME/dagster.yaml" <<'EOF'
+# The Dagster instance of `make demo` (written by scripts/demo.sh; edit freely, it is kept).
+telemetry:
+  enabled: false
+concurrency:
+  runs:
+    max_concurrent_runs: 4     # the sync sensor runs one range at a time per source
+retention:
+  sensor:
+    purge_after_days:
+      skipped: 1               # the sensor skips a tick every few seconds while nothing changed
+EOF
+fi
+
+# Runs that were in flight when Dagster last stopped abruptly (killed, or stuck in shutdown) stay
+# STARTED in the run history, and the sensor would wait for them forever: no Dagster runs on this
+# DAGSTER_HOME now, so mark them failed; the sensor retries their range.
+if [ -d "$DAGSTER_HOME/storage" ]; then
+  "$PY" - <<'EOF'
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+STALE = [
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
+with DagsterInstance.get() as instance:
+    for run in instance.get_runs(filters=RunsFilter(statuses=STALE)):
+        instance.report_run_failed(run, "the demo's Dagster stopped while this run was in flight")
+        print(f"demo: marked run {run.run_id} ({run.status.value}, interrupted earlier) as failed")
+EOF
+fi
+
+# SIGINT is ignored by background commands of a script; `env --default-signal` (coreutils >= 8.31)
+# gives the workload and Dagster a working Ctrl-C.
+DEFAULT_SIGNALS=(env)
+if env --default-signal=INT true 2>/dev/null; then
+  DEFAULT_SIGNALS=(env --default-signal=INT,TERM)
+fi
+
+WORKLOAD_PID=""
+DAGSTER_PID=""
+WAITER_PID=""
+STATUS=0
+alive() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $state != Z* ]]
+}
+group_alive() {  # a live (not zombie) process is left in process group $1
+  ps -eo pgid=,stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }'
+}
+# Stop process group $1: Ctrl-C (unless $3 is "no-int": it had one), $2 tenths of a second for
+# all of it to exit, then TERM and KILL.
+stop_group() {
+  local pgid=$1 patience=$2
+  if [ "${3:-}" != no-int ]; then
+    kill -INT -- "-$pgid" 2>/dev/null || true
+  fi
+  for _ in $(seq "$patience"); do
+    group_alive "$pgid" || break
+    sleep 0.1
+  done
+  if group_alive "$pgid"; then
+    echo "demo: killing what is left of process group $pgid:" \
+      "$(ps -eo pgid=,pid=,args= | awk -v g="$pgid" '$1 == g { print $2, substr($3, 1, 60) }' |
+        tr '\n' ';')" >&2
+    kill -TERM -- "-$pgid" 2>/dev/null || true
+    sleep 3
+    kill -KILL -- "-$pgid" 2>/dev/null || true
+  fi
+  wait "$pgid" 2>/dev/null || true
+}
+on_signal() {
+  if [ "$STATUS" -ne 0 ]; then
+    echo "demo: still stopping (Dagster shuts down its runs first)" >&2
+    return
+  fi
+  STATUS=$1
+  # Dagster runs in its own process group: one Ctrl-C for all of it (webserver, daemon, code
+  # server, run workers), as the terminal would send, and dagster dev shuts down in order.
+  if [ -n "$DAGSTER_PID" ]; then
+    kill -INT -- "-$DAGSTER_PID" 2>/dev/null || true
+  else
+    exit "$STATUS"
+  fi
+}
+cleanup() {
+  local status=$?
+  if [ "$STATUS" -ne 0 ]; then
+    status=0  # stopped on request (Ctrl-C or TERM): the way this demo ends
+  fi
+  trap - EXIT
+  trap 'echo "demo: still stopping the workload" >&2' INT TERM
+  if [ -n "$WAITER_PID" ]; then
+    kill "$WAITER_PID" 2>/dev/null || true
+    wait "$WAITER_PID" 2>/dev/null || true
+  fi
+  if [ -n "$DAGSTER_PID" ]; then
+    if alive "$DAGSTER_PID"; then
+      stop_group "$DAGSTER_PID" 600
+    else  # dagster dev is down; its run workers may still be recording an interrupted run
+      stop_group "$DAGSTER_PID" 200 no-int
+    fi
+  fi
+  if [ -n "$WORKLOAD_PID" ]; then
+    # The workload stops its capture agent and logs a summary line on Ctrl-C.
+    stop_group "$WORKLOAD_PID" 150
+    echo "demo: workload stopped: $(tail -n 1 "$WORKLOAD_LOG" 2>/dev/null || echo '(no log)')"
+  fi
+  if [ "$STATUS" -ne 0 ]; then
+    echo "demo: stopped; 'make demo' continues from here"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+
+echo "demo: starting the workload ($TPS tx/s) with the capture agent; log in $WORKLOAD_LOG"
+# setsid: a process group of its own, stopped by cleanup after Dagster (not by the terminal).
+setsid "${DEFAULT_SIGNALS[@]}" "$CLI" emulator workload "$SOURCE" --tps "$TPS" \
+  --seed "$((SEED + 1))" >"$WORKLOAD_LOG" 2>&1 </dev/null &
+WORKLOAD_PID=$!
+sleep 1
+if ! alive "$WORKLOAD_PID"; then
+  echo "demo: the workload stopped at once:" >&2
+  cat "$WORKLOAD_LOG" >&2
+  exit 1
+fi
+
+banner="demo: Dagster UI at $URL — the sensor demo_sync_sensor keeps the mirrors in sync; Ctrl-C stops everything"
+echo "demo: starting Dagster (DAGSTER_HOME=$DAGSTER_HOME); the UI will be at $URL"
+if command -v curl >/dev/null 2>&1; then
+  (  # say it again once the UI answers, below Dagster's start-up log
+    for _ in $(seq 600); do
+      if curl -sf -o /dev/null "$URL/server_info" 2>/dev/null; then
+        printf '\n%s\n\n' "$banner"
+        exit 0
+      fi
+      sleep 1
+    done
+  ) &
+  WAITER_PID=$!
+else
+  echo "$banner"
+fi
+
+# dagster dev in a process group of its own, so that one Ctrl-C (or a TERM to this script) reaches
+# it exactly once, through on_signal; this script waits for it to shut down.
+setsid "${DEFAULT_SIGNALS[@]}" "$DAGSTER" dev -w workspace.yaml -h "$HOST" -p "$PORT" </dev/null &
+DAGSTER_PID=$!
+while :; do
+  wait "$DAGSTER_PID" && dagster_status=0 || dagster_status=$?
+  # A signal interrupts `wait` (status > 128) while dagster dev is still shutting down.
+  alive "$DAGSTER_PID" || break
+done
+exit "$dagster_status"

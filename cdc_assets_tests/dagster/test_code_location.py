@@ -1,0 +1,132 @@
+"""The code location ``workspace.yaml`` names: it loads from a config file (``CDC_ASSETS_CONFIG``)
+under ``dagster definitions validate``, a bad config fails it naming the field, and the definitions
+hold per demo table the source, change-log and mirror assets, the change-log checks, the sync job
+and its sensor (running by default)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster import AssetKey, DefaultSensorStatus
+
+from cdc_assets import emulator
+from cdc_assets.config import load_config
+from cdc_assets.dagster.definitions_builder import build_definitions
+from cdc_assets.dagster.names import (
+    change_log_key,
+    key_part,
+    mirror_key,
+    sensor_name,
+    source_table_key,
+    sync_job_name,
+)
+from cdc_assets.emulator.workload import DEMO_TABLES, create_demo_database
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKSPACE = ROOT / "workspace.yaml"
+DAGSTER = Path(sys.executable).parent / "dagster"
+SOURCE = "demo"
+
+
+def _demo_source(directory: Path) -> Path:
+    db = directory / "source.db"
+    conn = emulator.connect(db, autocommit=True)
+    try:
+        create_demo_database(conn, seed=0, rows_per_table=20, polling_interval=None)
+    finally:
+        conn.close()
+    emulator.scan(db)  # establish the capture instances, as the capture job does
+    return db
+
+
+def _write_config(directory: Path, db: Path, *, snapshot_mode: str = "auto") -> Path:
+    config = {
+        "sources": [
+            {
+                "name": SOURCE,
+                "connection": {"emulator": {"path": str(db)}},
+                "snapshot": {"mode": snapshot_mode},
+            }
+        ],
+        "storage": {"base_path": str(directory / "storage")},
+        "spark": {"master": "local[1]"},
+    }
+    path = directory / f"cdc_assets_{snapshot_mode}.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def demo_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("code_location")
+    return _write_config(directory, _demo_source(directory))
+
+
+def _validate(config: Path, dagster_home: Path) -> subprocess.CompletedProcess[str]:
+    dagster_home.mkdir(exist_ok=True)
+    (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    env = dict(os.environ, CDC_ASSETS_CONFIG=str(config), DAGSTER_HOME=str(dagster_home))
+    return subprocess.run(
+        [str(DAGSTER), "definitions", "validate", "-w", str(WORKSPACE)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def test_validate_loads_the_code_location(demo_config: Path, tmp_path: Path) -> None:
+    result = _validate(demo_config, tmp_path / "dagster_home")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    # Every demo table made it into the location (none left out for want of a capture scan).
+    assert "no established capture instance" not in output, output
+
+
+def test_validate_names_the_bad_field(demo_config: Path, tmp_path: Path) -> None:
+    bad = _write_config(tmp_path, demo_config.parent / "source.db", snapshot_mode="fast")
+    result = _validate(bad, tmp_path / "dagster_home")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "sources.0.snapshot.mode" in output, output
+
+
+def test_definitions_per_demo_table(demo_config: Path) -> None:
+    defs = build_definitions(load_config(demo_config))
+    graph = defs.resolve_asset_graph()
+    tables = [(t.schema, t.name) for t in DEMO_TABLES]
+
+    expected = {
+        key
+        for schema, name in tables
+        for key in (
+            source_table_key(SOURCE, schema, name),
+            change_log_key(SOURCE, schema, name),
+            mirror_key(SOURCE, schema, name),
+        )
+    }
+    assert set(graph.get_all_asset_keys()) == expected
+    # "order lines" is not a valid key part: it becomes order_lines_<short hash>.
+    assert re.fullmatch(r"order_lines_[0-9a-f]{6}", key_part("order lines"))
+    assert AssetKey(["cdc", SOURCE, "dbo", key_part("order lines")]) in expected
+    assert AssetKey(["sqlserver", SOURCE, "dbo", "customers"]) in expected
+
+    for schema, name in tables:
+        key = change_log_key(SOURCE, schema, name)
+        checks = {c.name for c in graph.asset_check_keys if c.asset_key == key}
+        assert checks == {"coverage", "chain"}, key.to_user_string()
+
+    job = defs.resolve_job_def(sync_job_name(SOURCE))
+    assert job.name == "demo_sync"
+    sensor = defs.resolve_sensor_def(sensor_name(SOURCE))
+    assert sensor.name == "demo_sync_sensor"
+    assert sensor.default_status == DefaultSensorStatus.RUNNING
+    assert sensor.job_name == "demo_sync"
