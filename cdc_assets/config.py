@@ -95,6 +95,11 @@ class ConnectionConfig(_Model):
                 "give exactly one of 'emulator' (a path), 'odbc' (server, database, user, "
                 f"password_env) or 'dsn' (connection_string_env); got {given or 'none'}"
             )
+        if self.odbc is not None and self.odbc.password is not None:
+            raise ValueError(
+                "odbc.password must not be written in the file: put the password in an "
+                "environment variable and give its name as odbc.password_env"
+            )
         return self
 
     def settings(self) -> OdbcSettings | EmulatorSettings | DsnSettings:

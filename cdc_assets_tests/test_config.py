@@ -355,12 +355,27 @@ def test_yaml_error_never_contains_the_password(tmp_path: Path) -> None:
     assert SECRET not in chain_text(info.value)
 
 
-def test_valid_config_never_shows_the_password(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, document(source_yaml(connection=ODBC_WITH_SECRET))))
+def test_password_in_the_file_is_refused_without_showing_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, document(source_yaml(connection=ODBC_WITH_SECRET))))
+    assert "sources.0.connection" in str(caught.value)
+    assert "password_env" in str(caught.value)
+    assert SECRET not in str(caught.value)
+
+
+def test_password_from_the_environment_is_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CDC_TEST_DB_PASSWORD", SECRET)
+    connection = (
+        "{odbc: {server: db.example.com, database: shop, user: cdc_reader, "
+        "password_env: CDC_TEST_DB_PASSWORD}}"
+    )
+    config = load_config(write(tmp_path, document(source_yaml(connection=connection))))
     settings = config.sources[0].connection_settings()
     assert isinstance(settings, OdbcSettings)
-    assert settings.password is not None
-    assert settings.password.get_secret_value() == SECRET  # it is there, just never shown
+    password = settings.resolve_password()
+    assert password is not None and password.get_secret_value() == SECRET  # there, never shown
     for shown in (repr(config), str(config), repr(config.sources[0]), repr(settings)):
         assert SECRET not in shown
     assert SECRET not in settings.connection_string()
