@@ -10,7 +10,7 @@
           # dsn: {connection_string_env: CDC_TEST_SQLSERVER_DSN}
         tables: {include: ["*"], exclude: ["dbo.audit_*"]}   # "schema.table" glob patterns
         sync: {sensor_interval_seconds: 5, min_range_interval_seconds: 0,
-               max_transactions_per_range: 10000}
+               max_transactions_per_range: 10000, on_gap: resnapshot}   # or fail
         snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
     storage: {base_path: .demo/storage}
     spark: {master: "local[2]", conf: {}}
@@ -134,6 +134,11 @@ class SyncPolicy(_Model):
         default=0, ge=0, description="Wait at least this long after a range before the next."
     )
     max_transactions_per_range: int = Field(default=10_000, ge=1)
+    on_gap: Literal["resnapshot", "fail"] = Field(
+        default="resnapshot",
+        description="When cleanup removed changes the chain still needs: re-snapshot the "
+        "table and rebuild its mirror, or stop and wait for a person.",
+    )
 
 
 class SnapshotPolicy(_Model):

@@ -52,7 +52,7 @@ from cdc_assets.sqlserver.health import SERVER_TIME_QUERY
 from .chain import SnapshotInfo, range_partitions
 from .io_manager import StoredFrame
 from .metadata import OPERATION_NAMES, operation_counts, table_metadata
-from .names import SNAPSHOT_PARTITION, group_name
+from .names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
 from .source import Source, Table
 
 COVERAGE = "coverage"
@@ -112,7 +112,7 @@ def _operation_counts(written: DataFrame) -> dict[str, int]:
 
 
 def _snapshot_output(
-    spark: SparkSession, source: Source, table: Table, conn: DbapiConnection
+    spark: SparkSession, source: Source, table: Table, conn: DbapiConnection, reason: str | None
 ) -> StoredFrame:
     instance = _instance_for(conn, table, None)
     settings = source.config.connection_settings()
@@ -132,6 +132,7 @@ def _snapshot_output(
             "snapshot_lsn": snapshot_lsn.hex,
             "rows": sqlserver_source.snapshot_rows(written).count(),
             "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "reason": reason or "initial snapshot",
         }
 
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +142,7 @@ def _snapshot_output(
             "replay_from": MetadataValue.text(p["replay_from"]),
             "snapshot_mode": p["mode"],
             "capture_instance": p["capture_instance"],
+            "snapshot_reason": MetadataValue.text(p["reason"]),
         }
 
     return StoredFrame(df, finalize, metadata)
@@ -153,9 +155,13 @@ def _range_output(
     conn: DbapiConnection,
     lsn_range: LsnRange,
     instance: CaptureInstance,
+    read_range: LsnRange | None,
 ) -> StoredFrame:
     settings = source.config.connection_settings()
-    df = sqlserver_source.read_change_range(spark, settings, instance, lsn_range)
+    if read_range is None:
+        df = sqlserver_source.empty_change_frame(spark, instance)
+    else:
+        df = sqlserver_source.read_change_range(spark, settings, instance, read_range)
 
     def finalize(written: DataFrame) -> dict[str, Any]:
         # After the rows are written, the range must still lie in the validity interval: if
@@ -163,10 +169,10 @@ def _range_output(
         minimum = get_min_lsn(conn, instance.name)
         maximum = get_max_lsn(conn)
         reasons = []
-        if minimum > lsn_range.first:
+        if read_range is not None and minimum > read_range.first:
             reasons.append(
                 f"cleanup moved the min LSN of {instance.name} to {minimum.hex}, above lo + 1 = "
-                f"{lsn_range.first.hex}: changes of this range may have been removed"
+                f"{read_range.first.hex}: changes of this range may have been removed"
             )
         if lsn_range.hi > maximum:
             reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
@@ -179,6 +185,9 @@ def _range_output(
             "capture_instance": instance.name,
             "lo": lsn_range.lo.hex,
             "hi": lsn_range.hi.hex,
+            # The table's snapshot holds the changes up to its replay LSN: only those above it
+            # are read (none when it covers the whole range, e.g. after a re-snapshot).
+            "read_from": read_range.lo.hex if read_range is not None else lsn_range.hi.hex,
             "rows": sum(operations.values()),
             "operations": operations,
             "transactions": stats.transactions,
@@ -205,6 +214,15 @@ def _range_output(
         }
 
     return StoredFrame(df, finalize, metadata)
+
+
+def effective_range(lsn_range: LsnRange, snapshot: SnapshotInfo | None) -> LsnRange | None:
+    """The part of ``lsn_range`` the table needs beyond its snapshot; None if it needs none."""
+    if snapshot is None or snapshot.replay_from <= lsn_range.lo:
+        return lsn_range
+    if snapshot.replay_from >= lsn_range.hi:
+        return None
+    return LsnRange(snapshot.replay_from, lsn_range.hi)
 
 
 def chain_result(
@@ -368,20 +386,40 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
         try:
             for table in selected:
                 if lsn_range is None:
-                    stored = _snapshot_output(spark, source, table, conn)
+                    reason = context.run.tags.get(RESNAPSHOT_TAG)
+                    stored = _snapshot_output(spark, source, table, conn, reason)
                 else:
-                    instance = _instance_for(conn, table, lsn_range.first)
-                    refused = unavailable_result(conn, table, instance, lsn_range)
+                    snapshot = snapshot_info(source, table)
+                    read_range = effective_range(lsn_range, snapshot)
+                    instance = _instance_for(conn, table, (read_range or lsn_range).first)
+                    refused = (
+                        unavailable_result(conn, table, instance, read_range)
+                        if read_range is not None
+                        else None
+                    )
+                    path = table.change_log_key.path
                     if refused is not None:
-                        # Nothing is written: the blocking check fails and the mirrors wait.
+                        # Nothing is written: the blocking check fails and the mirrors wait;
+                        # the gap tells the sensor to re-snapshot (sync.on_gap).
                         context.log.error(refused.description or "range not available")
-                        snapshot = snapshot_info(source, table)
+                        source.store.mark_gap(
+                            path,
+                            context.partition_key,
+                            {
+                                "reason": refused.description,
+                                "snapshot_version": snapshot.version if snapshot else None,
+                                "run_id": context.run_id,
+                            },
+                        )
                         results = [refused, chain_result(table, lsn_range, ranges, snapshot)]
                         yield from (
                             r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
                         )
                         continue
-                    stored = _range_output(spark, source, table, conn, lsn_range, instance)
+                    source.store.clear_gap(path, context.partition_key)
+                    stored = _range_output(
+                        spark, source, table, conn, lsn_range, instance, read_range
+                    )
                 yield Output(stored, output_name=table.change_log_key.to_python_identifier())
                 # The IO manager has published the partition by now; check what it wrote.
                 properties = source.store.properties(

@@ -16,6 +16,7 @@ from dagster import AssetKey
 SNAPSHOT_PARTITION = "snapshot"
 SOURCE_TAG = "cdc_assets/source"
 PARTITION_TAG = "cdc_assets/partition"
+RESNAPSHOT_TAG = "cdc_assets/resnapshot_reason"  # on snapshot runs the sensor starts after a gap
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_]")
 
 

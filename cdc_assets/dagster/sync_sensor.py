@@ -5,8 +5,9 @@ of tables, and more only when the max LSN moved past the end of the chain. It de
 
 1. a run of this source is still in flight → wait (one sync run per source at a time);
 2. tables without a snapshot → one run of the ``snapshot`` partition for those tables;
-3. the newest range is not complete for every table (its run failed) → run it again, after a
-   pause, before any newer range is added;
+3. the newest range is not complete for every table: if cleanup removed changes it needs
+   (a gap), re-snapshot those tables (``sync.on_gap: resnapshot``) or stop and say so
+   (``fail``); otherwise (the run failed) run it again, after a pause, before any newer range;
 4. the max LSN moved → add the next range ``(end, hi]`` (at most ``max_transactions_per_range``
    transactions) and request one run that materializes it for every table, change logs then
    mirrors. The first range after the snapshots is added even without transactions once capture
@@ -39,13 +40,13 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
-from cdc_assets.lsn import LsnRange
+from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import get_max_lsn, plan_next_range
 
 from .chain import SnapshotInfo, chain_end, range_partitions
 from .change_log import snapshot_info
 from .mirror import mirror_lsn
-from .names import PARTITION_TAG, SNAPSHOT_PARTITION, SOURCE_TAG, sensor_name
+from .names import PARTITION_TAG, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, SOURCE_TAG, sensor_name
 from .source import Source, Table
 
 IN_FLIGHT = [
@@ -66,12 +67,31 @@ class Tick:
     skip_reason: str | None
 
 
-def _request(source: Source, partition: str, tables: list[Table] | None = None) -> RunRequest:
+def _request(
+    source: Source,
+    partition: str,
+    tables: list[Table] | None = None,
+    extra_tags: dict[str, str] | None = None,
+) -> RunRequest:
     return RunRequest(
         partition_key=partition,
         asset_selection=[t.change_log_key for t in tables] if tables is not None else None,
-        tags={SOURCE_TAG: source.name, PARTITION_TAG: partition},
+        tags={SOURCE_TAG: source.name, PARTITION_TAG: partition, **(extra_tags or {})},
     )
+
+
+def _gaps(source: Source, last: LsnRange, snapshots: dict[Table, SnapshotInfo | None]) -> dict:
+    """Tables whose change log of ``last`` could not be written because cleanup removed changes
+    it needs, and that have not been re-snapshotted since: table -> the recorded reason."""
+    found = {}
+    for table, snap in snapshots.items():
+        gap = source.store.gap(table.change_log_key.path, last.key)
+        if gap is None or source.store.is_published(table.change_log_key.path, last.key):
+            continue
+        if snap is not None and gap.get("snapshot_version") != snap.version:
+            continue  # re-snapshotted since: the rerun reads only what the new snapshot needs
+        found[table] = str(gap.get("reason") or "changes were removed by cleanup")
+    return found
 
 
 def _retry_pause(source: Source) -> float:
@@ -106,6 +126,20 @@ def _range_complete(source: Source, table: Table, last: LsnRange, snap: Snapshot
     return at is not None and at >= last.hi
 
 
+def _mirrors_wait_for_snapshot(
+    source: Source, snapshots: dict[Table, SnapshotInfo | None], maximum: Lsn
+) -> bool:
+    """Some mirror is missing or behind its table's snapshot, and capture has passed it."""
+    waiting = []
+    for table, snap in snapshots.items():
+        if snap is None:
+            continue
+        at = mirror_lsn(source, table)
+        if at is None or at < snap.snapshot_lsn:
+            waiting.append(snap.snapshot_lsn)
+    return bool(waiting) and maximum >= max(waiting)
+
+
 def evaluate(
     instance: DagsterInstance,
     source: Source,
@@ -134,6 +168,27 @@ def evaluate(
     if end is not None:
         last = ranges[-1]
         if not all(_range_complete(source, t, last, s) for t, s in snapshots.items() if s):
+            gaps = _gaps(source, last, snapshots)
+            if gaps:
+                names = ", ".join(t.qualified_name for t in gaps)
+                if source.config.sync.on_gap == "fail":
+                    return Tick(
+                        None,
+                        None,
+                        f"range {last.key} cannot be read for {names}: cleanup removed changes "
+                        "it needs (sync.on_gap = fail). Materialize the 'snapshot' partition of "
+                        "those tables to continue.",
+                    )
+                reason = (
+                    f"re-snapshot: range {last.key} could not be read ({next(iter(gaps.values()))})"
+                )
+                return Tick(
+                    _request(
+                        source, SNAPSHOT_PARTITION, list(gaps), {RESNAPSHOT_TAG: reason[:1000]}
+                    ),
+                    None,
+                    None,
+                )
             if (why := _recent_failure(instance, source)) is not None:
                 return Tick(None, None, why)
             return Tick(_request(source, last.key), None, None)
@@ -164,9 +219,9 @@ def evaluate(
         )
     finally:
         conn.close()
-    if next_range is None and end is None:
-        # No transaction since the snapshots, but capture has passed them all: a first range
-        # without changes brings the mirrors into existence at the max LSN.
+    if next_range is None and _mirrors_wait_for_snapshot(source, snapshots, maximum):
+        # No transaction since, but capture has passed the snapshots that mirrors wait for (a
+        # first snapshot or a re-snapshot): a range without changes brings those mirrors up.
         next_range = LsnRange(start, maximum)
     if next_range is None:
         return Tick(None, None, f"no transaction was captured after {start.hex}")

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from . import versioned_parquet
 
 PROPERTIES_FILE = "_cdc_properties.json"
+GAP_FILE = "_cdc_gap.json"  # beside the versions: why a partition could not be written
 UNPARTITIONED = "__all__"
 
 Properties = dict[str, Any]
@@ -87,6 +88,23 @@ class AssetStore:
             return json.loads((version / PROPERTIES_FILE).read_text())
         except FileNotFoundError:
             return {}
+
+    def mark_gap(self, key_path: Sequence[str], partition: str, gap: Mapping[str, Any]) -> None:
+        """Record that ``partition`` cannot be written because changes are gone (atomically)."""
+        location = self.location(key_path, partition)
+        location.mkdir(parents=True, exist_ok=True)
+        temporary = location / f".{GAP_FILE}.tmp"
+        temporary.write_text(json.dumps(dict(gap), sort_keys=True, default=str))
+        temporary.replace(location / GAP_FILE)
+
+    def gap(self, key_path: Sequence[str], partition: str) -> Properties | None:
+        try:
+            return json.loads((self.location(key_path, partition) / GAP_FILE).read_text())
+        except FileNotFoundError:
+            return None
+
+    def clear_gap(self, key_path: Sequence[str], partition: str) -> None:
+        (self.location(key_path, partition) / GAP_FILE).unlink(missing_ok=True)
 
     def read(
         self, spark: SparkSession, key_path: Sequence[str], partition: str | None

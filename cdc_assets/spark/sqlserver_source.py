@@ -57,6 +57,7 @@ __all__ = [
     "SNAPSHOT_LSN",
     "SourceReadError",
     "drop_snapshot_columns",
+    "empty_change_frame",
     "read_change_range",
     "read_snapshot",
     "resolve_snapshot_mode",
@@ -236,6 +237,11 @@ def read_change_range(
         settings, instance, change_schema(instance).schema, batch_rows, lsn_range=lsn_range
     )
     return _load(spark, plan)
+
+
+def empty_change_frame(spark: SparkSession, instance: CaptureInstance) -> DataFrame:
+    """No change rows, with the columns :func:`read_change_range` gives."""
+    return spark.createDataFrame([], _spark_schema(change_schema(instance).schema))
 
 
 def resolve_snapshot_mode(

@@ -141,6 +141,7 @@ def make_harness(
     max_transactions: int = 10_000,
     snapshot_mode: str = "auto",
     chunk_rows: int = 250_000,
+    on_gap: str = "resnapshot",
 ) -> SyncHarness:
     db = tmp_path / "source.db"
     conn = emulator.connect(str(db), autocommit=True)
@@ -154,7 +155,7 @@ def make_harness(
                 {
                     "name": SOURCE,
                     "connection": {"emulator": {"path": str(db)}},
-                    "sync": {"max_transactions_per_range": max_transactions},
+                    "sync": {"max_transactions_per_range": max_transactions, "on_gap": on_gap},
                     "snapshot": {"mode": snapshot_mode, "chunk_rows": chunk_rows},
                 }
             ],

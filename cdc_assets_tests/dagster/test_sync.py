@@ -10,13 +10,20 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, AssetSelection, DagsterEventType, DagsterInstance, materialize
+from dagster import (
+    AssetKey,
+    AssetSelection,
+    DagsterEventType,
+    DagsterInstance,
+    RunRequest,
+    materialize,
+)
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
 from cdc_assets.dagster.chain import range_partitions
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_state
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name
+from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.dagster.source import Table
 from cdc_assets.emulator.workload import DEMO_TABLES, Workload
 from cdc_assets.lsn import Lsn, LsnRange
@@ -316,3 +323,68 @@ def test_reconcile_counts_the_source_at_the_mirror_lsn(harness: SyncHarness) -> 
     harness.tick()  # adds a range but does not run it: the mirrors are behind the chain now
     checks = _run_mirror_checks(harness)
     assert not any(ok for (_, name), ok in checks.items() if name == "at_chain_end")
+
+
+def _cleanup_next_range(harness: SyncHarness) -> tuple[Table, RunRequest]:
+    """Sync, write, then let cleanup remove changes of the next range for one table."""
+    harness.sync()
+    for _ in range(5):
+        harness.workload.step()
+    harness.capture()
+    harness.sync()
+    for _ in range(10):
+        harness.workload.step()
+    harness.capture()
+    (request,) = harness.tick().run_requests
+    lsn_range = LsnRange.parse_key(request.partition_key)
+    victim = next(t for t in harness.source.tables if t.instance.key_columns)
+    conn = harness.source.connect()
+    try:
+        conn.cursor().execute(
+            "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
+            "@threshold = 5000",
+            victim.instance.name,
+            lsn_range.hi.raw,
+        )
+    finally:
+        conn.close()
+    assert not harness.execute(request).success
+    return victim, request
+
+
+def test_cleanup_gap_resnapshots_the_table_and_rebuilds_its_mirror(harness: SyncHarness) -> None:
+    """``on_gap: resnapshot``: the sensor re-snapshots exactly the table that lost changes
+    (saying why), the range is read again past the new snapshot, and every mirror ends equal to
+    its source table — nothing lost."""
+    victim, failed = _cleanup_next_range(harness)
+    data = harness.tick()
+    (request,) = data.run_requests
+    assert request.partition_key == SNAPSHOT_PARTITION
+    assert request.asset_selection == [victim.change_log_key]
+    assert "could not be read" in request.tags[RESNAPSHOT_TAG]
+    result = harness.execute(request)
+    assert result.success, failure_text(result)
+    reason = _materialized(result, victim.change_log_key)["snapshot_reason"].value
+    assert failed.partition_key in reason
+
+    for _ in range(6):  # the source keeps changing meanwhile
+        harness.workload.step()
+    harness.capture()
+    harness.sync()
+    assert harness.source.store.is_published(victim.change_log_key.path, failed.partition_key)
+    harness.assert_mirrors_equal_source()
+    state = mirror_state(harness.source, victim)
+    snapshot = harness.source.store.current_version(victim.change_log_key.path, SNAPSHOT_PARTITION)
+    assert state is not None and snapshot is not None
+    assert state["snapshot_version"] == snapshot.name, "the mirror was not rebuilt"
+
+
+def test_cleanup_gap_with_on_gap_fail_waits_for_a_person(
+    tmp_path: Path, spark: SparkSession, instance: DagsterInstance
+) -> None:
+    harness = make_harness(tmp_path, spark, instance, on_gap="fail")
+    victim, _ = _cleanup_next_range(harness)
+    data = harness.tick()
+    assert not data.run_requests
+    assert "on_gap = fail" in (data.skip_message or "")
+    assert victim.qualified_name in (data.skip_message or "")
