@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dagster import (
@@ -388,3 +389,26 @@ def test_cleanup_gap_with_on_gap_fail_waits_for_a_person(
     assert not data.run_requests
     assert "on_gap = fail" in (data.skip_message or "")
     assert victim.qualified_name in (data.skip_message or "")
+
+
+def test_a_tick_sends_one_query_whatever_the_number_of_tables(
+    harness: SyncHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle tick asks the source for the max LSN only — not one query per table."""
+    harness.sync()
+    for _ in range(3):
+        harness.workload.step()
+    harness.capture()
+    harness.sync()
+    sent: list[str] = []
+    original = emulator.Cursor.execute
+
+    def counting(cursor: emulator.Cursor, sql: str, *params: Any) -> Any:
+        sent.append(sql)
+        return original(cursor, sql, *params)
+
+    monkeypatch.setattr(emulator.Cursor, "execute", counting)
+    data = harness.tick()
+    assert not data.run_requests
+    assert len(harness.source.tables) == 5
+    assert len(sent) == 1 and "fn_cdc_get_max_lsn" in sent[0], sent
