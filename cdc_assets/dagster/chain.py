@@ -66,6 +66,7 @@ class SnapshotInfo:
     snapshot_lsn: Lsn
     mode: str
     version: str
+    capture_instance: str = ""
 
     @classmethod
     def from_properties(
@@ -78,4 +79,5 @@ class SnapshotInfo:
             Lsn.parse(properties["snapshot_lsn"]),
             str(properties.get("mode", "")),
             version,
+            str(properties.get("capture_instance", "")),
         )

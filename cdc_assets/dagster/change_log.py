@@ -44,6 +44,7 @@ from cdc_assets.sqlserver import (
     get_min_lsn,
     range_stats,
 )
+from cdc_assets.sqlserver.catalog import get_source_columns
 from cdc_assets.sqlserver.changes import check_range_available
 from cdc_assets.sqlserver.dbapi import DbapiConnection, fetch_value
 from cdc_assets.sqlserver.errors import LsnNotAvailable
@@ -177,6 +178,12 @@ def _range_output(
         if lsn_range.hi > maximum:
             reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
         operations = _operation_counts(written)  # one Spark job gives the row count too
+        captured = set(instance.column_names)
+        not_captured = [
+            c.name
+            for c in get_source_columns(conn, table.schema, table.name)
+            if c.name not in captured
+        ]
         stats = range_stats(conn, lsn_range)
         now = _server_now(conn)
         lag = (now - stats.last_commit).total_seconds() if stats.last_commit else None
@@ -194,6 +201,7 @@ def _range_output(
             "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
             "last_commit": stats.last_commit.isoformat() if stats.last_commit else None,
             "lag_seconds": lag,
+            "columns_not_captured": not_captured,
             "coverage": {
                 "ok": not reasons,
                 "min_lsn": minimum.hex,
@@ -211,6 +219,15 @@ def _range_output(
             **operation_counts(p["operations"]),
             "lag_seconds": MetadataValue.float(float(p["lag_seconds"] or 0.0)),
             "capture_instance": p["capture_instance"],
+            "columns_not_captured": MetadataValue.text(
+                ", ".join(p["columns_not_captured"])
+                + f": the source table has them, capture instance {p['capture_instance']} does "
+                "not, so the mirror lacks them. To capture them, create a second capture "
+                "instance (sys.sp_cdc_enable_table … @capture_instance = N'<new name>'); the "
+                "table is then re-snapshotted with it."
+                if p["columns_not_captured"]
+                else "none"
+            ),
         }
 
     return StoredFrame(df, finalize, metadata)
@@ -291,6 +308,49 @@ def unavailable_result(
             },
         )
     return None
+
+
+def schema_change_result(
+    conn: DbapiConnection, table: Table, snapshot: SnapshotInfo | None, lsn_range: LsnRange
+) -> AssetCheckResult | None:
+    """A failed coverage check when a newer capture instance (a schema change) started inside
+    or before the range while the table's snapshot was taken with an older one.
+
+    The new instance's extra columns have no values for rows that did not change since, so
+    the table is re-snapshotted with it (``sync.on_gap``) instead of mixing the two."""
+    if snapshot is None or not snapshot.capture_instance:
+        return None
+    found = discover(conn).get((table.schema, table.name))
+    current = found.current_instance if found is not None else None
+    if (
+        current is None
+        or current.name == snapshot.capture_instance
+        or current.start_lsn is None
+        or current.start_lsn > lsn_range.hi
+    ):
+        return None
+    old = found.instance(snapshot.capture_instance) if found is not None else None
+    added = sorted(set(current.column_names) - set(old.column_names if old else ()))
+    dropped = sorted(set(old.column_names if old else ()) - set(current.column_names))
+    return AssetCheckResult(
+        asset_key=table.change_log_key,
+        check_name=COVERAGE,
+        passed=False,
+        severity=AssetCheckSeverity.ERROR,
+        description=f"schema change: capture instance {current.name} (from "
+        f"{current.start_lsn.hex}) replaced {snapshot.capture_instance}"
+        + (f"; columns added: {', '.join(added)}" if added else "")
+        + (f"; columns dropped: {', '.join(dropped)}" if dropped else "")
+        + ". Nothing was written for this range; the table is re-snapshotted with the new "
+        "instance (sync.on_gap = resnapshot) and its mirror rebuilt with the new columns.",
+        metadata={
+            "previous_instance": snapshot.capture_instance,
+            "new_instance": current.name,
+            "new_instance_start_lsn": current.start_lsn.hex,
+            "columns_added": ", ".join(added) or "none",
+            "columns_dropped": ", ".join(dropped) or "none",
+        },
+    )
 
 
 def coverage_result(table: Table, properties: dict[str, Any]) -> AssetCheckResult:
@@ -392,11 +452,9 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                     snapshot = snapshot_info(source, table)
                     read_range = effective_range(lsn_range, snapshot)
                     instance = _instance_for(conn, table, (read_range or lsn_range).first)
-                    refused = (
-                        unavailable_result(conn, table, instance, read_range)
-                        if read_range is not None
-                        else None
-                    )
+                    refused = schema_change_result(conn, table, snapshot, lsn_range)
+                    if refused is None and read_range is not None:
+                        refused = unavailable_result(conn, table, instance, read_range)
                     path = table.change_log_key.path
                     if refused is not None:
                         # Nothing is written: the blocking check fails and the mirrors wait;

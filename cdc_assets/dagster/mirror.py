@@ -90,7 +90,6 @@ def _mirror_output(
             f"end {target.hex}; a later range brings it up"
         )
     state = mirror_state(source, table)
-    columns = list(table.instance.column_names)
     if state and state.get("snapshot_version") == snapshot.version:
         start = Lsn.parse(state["lsn"])
         if start >= target:
@@ -109,7 +108,8 @@ def _mirror_output(
             f"{table.qualified_name}: cannot bring the mirror to {target.hex}: {exc}"
         ) from None
     changes = _changes(spark, source, table, needed)
-    base = base.select(*[f"`{c}`" for c in columns])
+    # The mirror's columns are its snapshot's: a re-snapshot after a schema change (a new
+    # capture instance) brings new columns in without reloading the definitions.
     if changes is None:
         merged = base
     elif table.instance.key_columns:

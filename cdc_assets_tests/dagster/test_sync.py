@@ -28,7 +28,8 @@ from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partiti
 from cdc_assets.dagster.source import Table
 from cdc_assets.emulator.workload import DEMO_TABLES, Workload
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.sqlserver import get_max_lsn, get_min_lsn, plan_next_range
+from cdc_assets.spark import sqlserver_source
+from cdc_assets.sqlserver import discover, get_max_lsn, get_min_lsn, plan_next_range
 
 from .conftest import QUIET, SOURCE, SyncHarness, failure_text, make_harness
 
@@ -412,3 +413,97 @@ def test_a_tick_sends_one_query_whatever_the_number_of_tables(
     assert not data.run_requests
     assert len(harness.source.tables) == 5
     assert len(sent) == 1 and "fn_cdc_get_max_lsn" in sent[0], sent
+
+
+def test_schema_change_switches_to_the_new_capture_instance(harness: SyncHarness) -> None:
+    """``ALTER TABLE … ADD`` plus a second capture instance: the range that reaches the new
+    instance is refused for that table with the schema change named, the table is
+    re-snapshotted with the new instance, and its mirror gains the column with exact values
+    (also for rows updated between the ALTER and the new instance, which no change row has)."""
+    harness.sync()
+    for _ in range(5):
+        harness.workload.step()
+    harness.capture()
+    harness.sync()
+    customers = next(t for t in harness.source.tables if t.name == "customers")
+    conn = harness.source.connect()
+    try:
+        cursor = conn.cursor()
+        cursor.execute("ALTER TABLE [dbo].[customers] ADD [loyalty points] int NULL")
+        cursor.execute("UPDATE [dbo].[customers] SET [loyalty points] = [customer_id] % 7")
+        cursor.execute(
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'customers', "
+            "@role_name = NULL, @capture_instance = N'dbo_customers_v2', "
+            "@supports_net_changes = 1"
+        )
+        harness.capture()
+        cursor.execute(
+            "UPDATE [dbo].[customers] SET [loyalty points] = [loyalty points] + 100 "
+            "WHERE [customer_id] % 2 = 0"
+        )
+    finally:
+        conn.close()
+    for _ in range(4):
+        harness.workload.step()
+    harness.capture()
+
+    (request,) = harness.tick().run_requests
+    result = harness.execute(request)
+    assert not result.success
+    refused = next(
+        e
+        for e in result.get_asset_check_evaluations()
+        if e.asset_key == customers.change_log_key and e.check_name == "coverage"
+    )
+    assert not refused.passed
+    assert "dbo_customers_v2" in (refused.description or "")
+    assert "loyalty points" in (refused.description or "")
+    others = [
+        e.passed
+        for e in result.get_asset_check_evaluations()
+        if e.asset_key != customers.change_log_key
+    ]
+    assert others and all(others), "only the changed table is refused"
+
+    harness.sync()  # the re-snapshot, then the range again
+    harness.capture()  # capture passes the new snapshot's LSN
+    harness.sync()  # the mirror is rebuilt from the new snapshot
+    mirror = harness.source.store.read(harness.spark, customers.mirror_key.path, None)
+    assert "loyalty points" in mirror.columns
+    conn = harness.source.connect()
+    try:
+        instance = discover(conn)[("dbo", "customers")].current_instance
+    finally:
+        conn.close()
+    assert instance is not None and instance.name == "dbo_customers_v2"
+    settings = harness.source.config.connection_settings()
+    current = sqlserver_source.drop_snapshot_columns(
+        sqlserver_source.read_snapshot(harness.spark, settings, instance, mode="exact")
+    )
+    columns = [f"`{c}`" for c in instance.column_names]
+    current, mirror = current.select(*columns).cache(), mirror.select(*columns).cache()
+    assert current.count() == mirror.count() > 0
+    assert not current.exceptAll(mirror).limit(3).collect()
+    assert not mirror.exceptAll(current).limit(3).collect()
+    harness.assert_mirrors_equal_source()  # the other tables, and the old columns
+
+
+def test_a_column_added_without_a_new_capture_instance_is_reported(harness: SyncHarness) -> None:
+    harness.sync()
+    conn = harness.source.connect()
+    try:
+        conn.cursor().execute("ALTER TABLE [dbo].[products] ADD [shelf] nvarchar(10) NULL")
+    finally:
+        conn.close()
+    for _ in range(4):
+        harness.workload.step()
+    harness.capture()
+    data = harness.tick()
+    result = harness.execute(data.run_requests[0])
+    assert result.success, failure_text(result)
+    products = next(t for t in harness.source.tables if t.name == "products")
+    note = _materialized(result, products.change_log_key)["columns_not_captured"].value
+    assert note.startswith("shelf:") and "second capture instance" in note
+    customers = next(t for t in harness.source.tables if t.name == "customers")
+    assert _materialized(result, customers.change_log_key)["columns_not_captured"].value == "none"
+    harness.assert_mirrors_equal_source()
