@@ -35,6 +35,7 @@ from . import errors, functions
 from . import types as T
 from .batch import PARAM_PREFIX
 from .catalog import Catalog, Table
+from .storage import quote
 from .types import SqlType
 
 _RAW_RE = re.compile(r'"__emu_raw_(\d+)"')
@@ -1501,12 +1502,12 @@ class Translator:
                     "when "
                     "IDENTITY_INSERT is set to OFF.",
                 )
-        quoted = ", ".join(f'"{c.name}"' for c in columns)
-        head = f'INSERT INTO "{table.physical}"' + (f" ({quoted})" if columns else "")
+        quoted = ", ".join(quote(c.name) for c in columns)
+        head = f"INSERT INTO {quote(table.physical)}" + (f" ({quoted})" if columns else "")
         source = node.expression
         scope = Scope()
         if source is None:
-            text = f'INSERT INTO "{table.physical}" DEFAULT VALUES'
+            text = f"INSERT INTO {quote(table.physical)} DEFAULT VALUES"
         elif isinstance(source, exp.Values):
             rows = []
             for row in source.expressions:
@@ -1592,8 +1593,8 @@ class Translator:
         condition = self.sql(self.expr(where.this, scope)[0]) if where is not None else None
         if any(k in values for k in table.key):
             return self._key_update(table, alias, values, condition)
-        sets = ", ".join(f'"{name}" = {value}' for name, value in values.items())
-        text = f'UPDATE "{table.physical}" AS "{alias}" SET {sets}'
+        sets = ", ".join(f"{quote(name)} = {value}" for name, value in values.items())
+        text = f"UPDATE {quote(table.physical)} AS {quote(alias)} SET {sets}"
         if condition is not None:
             text += f" WHERE {condition}"
         sql, slots = self.finish(text)
@@ -1610,16 +1611,16 @@ class Translator:
         uniqueness is thus checked at the end of the statement, as in SQL Server
         (``SET id = id + 1`` works).
         """
-        a = f'"{alias}"'
-        new = [values.get(c.name, f'{a}."{c.name}"') for c in table.columns]
+        a = quote(alias)
+        new = [values.get(c.name, f"{a}.{quote(c.name)}") for c in table.columns]
         same = " AND ".join(
-            f'({values.get(k, f"{a}.{chr(34)}{k}{chr(34)}")}) IS {a}."{k}" COLLATE BINARY'
+            f"({values.get(k, f'{a}.{quote(k)}')}) IS {a}.{quote(k)} COLLATE BINARY"
             for k in table.key
         )
         select = (
             f'SELECT {a}.rowid AS "__rid", CASE WHEN {same} THEN 1 ELSE 0 END AS "__same"'
             + "".join(f', {v} AS "__c{i}"' for i, v in enumerate(new))
-            + f' FROM "{table.physical}" AS {a}'
+            + f" FROM {quote(table.physical)} AS {a}"
         )
         if condition is not None:
             select += f" WHERE {condition}"
@@ -1642,7 +1643,7 @@ class Translator:
         alias = node.this.alias or table.name
         scope = Scope()
         scope.add(Source(alias, [(c.name, c.type) for c in table.columns], table))
-        text = f'DELETE FROM "{table.physical}" AS "{alias}"'
+        text = f"DELETE FROM {quote(table.physical)} AS {quote(alias)}"
         where = node.args.get("where")
         if where is not None:
             text += " WHERE " + self.sql(self.expr(where.this, scope)[0])
@@ -1660,4 +1661,4 @@ class Translator:
                 f"Cannot truncate table '{table.display}' because it is published for replication "
                 "or enabled for Change Data Capture.",
             )
-        return Plan("dml", sql=f'DELETE FROM "{table.physical}"', target=table, writes=True)
+        return Plan("dml", sql=f"DELETE FROM {quote(table.physical)}", target=table, writes=True)
