@@ -18,6 +18,7 @@ from cdc_assets.config import ProjectConfig
 from cdc_assets.spark.session import DEFAULT_CONF, use_this_python_for_workers
 
 from .change_log import IO_MANAGER, build_change_logs
+from .health_checks import build_capture_checks
 from .io_manager import SparkParquetIOManager
 from .metadata import table_metadata
 from .mirror import build_mirrors
@@ -56,11 +57,12 @@ def source_definitions(source: Source) -> Definitions:
     change_logs = build_change_logs(source, partitions)
     mirrors = build_mirrors(source, partitions)
     mirror_checks = build_mirror_checks(source, partitions)
+    capture_checks = build_capture_checks(source)
     job = define_asset_job(
         sync_job_name(source.name),
-        # The change logs' blocking checks run in the job; the mirror checks run on demand.
+        # The change logs' blocking checks run in the job; mirror and capture checks on demand.
         selection=AssetSelection.assets(change_logs, mirrors)
-        - AssetSelection.checks(mirror_checks),
+        - AssetSelection.checks(mirror_checks, capture_checks),
         tags={SOURCE_TAG: source.name},
         # Both steps in one process: one Spark session per run instead of one per step (a
         # Spark start costs 10-20 s, more than a typical range takes to sync).
@@ -70,7 +72,7 @@ def source_definitions(source: Source) -> Definitions:
     )
     return Definitions(
         assets=[*specs, change_logs, mirrors],
-        asset_checks=[mirror_checks],
+        asset_checks=[mirror_checks, capture_checks],
         jobs=[job],
         sensors=[build_sync_sensor(source, partitions, job)],
     )

@@ -122,9 +122,15 @@ def test_definitions_per_demo_table(demo_config: Path) -> None:
     for schema, name in tables:
         key = change_log_key(SOURCE, schema, name)
         checks = {c.name for c in graph.asset_check_keys if c.asset_key == key}
-        assert checks == {"coverage", "chain"}, key.to_user_string()
+        assert checks == {"coverage", "chain", "capture_health"}, key.to_user_string()
+        mirror = mirror_key(SOURCE, schema, name)
+        checks = {c.name for c in graph.asset_check_keys if c.asset_key == mirror}
+        assert checks == {"at_chain_end", "reconcile"}, mirror.to_user_string()
 
     job = defs.resolve_job_def(sync_job_name(SOURCE))
+    # The sync job runs the change logs (with their blocking checks) and the mirrors; the
+    # mirror and capture checks run on demand.
+    assert {n.name for n in job.graph.nodes} == {f"{SOURCE}_change_logs", f"{SOURCE}_mirrors"}
     assert job.name == "demo_sync"
     sensor = defs.resolve_sensor_def(sensor_name(SOURCE))
     assert sensor.name == "demo_sync_sensor"

@@ -16,6 +16,7 @@ from dagster import (
     AssetSelection,
     DagsterEventType,
     DagsterInstance,
+    ExecuteInProcessResult,
     RunRequest,
     materialize,
 )
@@ -165,34 +166,8 @@ def test_sensor_ticks_add_one_contiguous_range_each(harness: SyncHarness) -> Non
 def test_failed_coverage_check_blocks_the_mirrors(harness: SyncHarness) -> None:
     """Cleanup removed changes of the next range: the coverage check fails, nothing is written
     for that range, and no mirror moves."""
-    harness.sync()  # the snapshot
-    for _ in range(5):
-        harness.workload.step()
-    harness.capture()
-    harness.sync()  # a first range: the mirrors exist
-    for _ in range(10):
-        harness.workload.step()
-    harness.capture()
-    at_before = {t.name: mirror_lsn(harness.source, t) for t in harness.source.tables}
-    data = harness.tick()
-    (request,) = data.run_requests
+    victim, request, result, at_before = _cleanup_next_range(harness)
     lsn_range = LsnRange.parse_key(request.partition_key)
-
-    victim = next(t for t in harness.source.tables if t.instance.key_columns)
-    conn = harness.source.connect()
-    try:
-        conn.cursor().execute(
-            "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
-            "@threshold = 5000",
-            victim.instance.name,
-            lsn_range.hi.raw,
-        )
-        assert get_min_lsn(conn, victim.instance.name) > lsn_range.first
-    finally:
-        conn.close()
-
-    result = harness.execute(request)
-    assert not result.success
     checks = _checks(result)
     assert checks[(victim.change_log_key.to_user_string(), "coverage")] is False
     failed = next(
@@ -327,16 +302,20 @@ def test_reconcile_counts_the_source_at_the_mirror_lsn(harness: SyncHarness) -> 
     assert not any(ok for (_, name), ok in checks.items() if name == "at_chain_end")
 
 
-def _cleanup_next_range(harness: SyncHarness) -> tuple[Table, RunRequest]:
-    """Sync, write, then let cleanup remove changes of the next range for one table."""
-    harness.sync()
+def _cleanup_next_range(
+    harness: SyncHarness,
+) -> tuple[Table, RunRequest, ExecuteInProcessResult, dict[str, Lsn | None]]:
+    """Sync (the mirrors exist), write, let cleanup remove changes of the next range for one
+    table, and run that range: the victim, the request, the failed run, the mirrors' LSNs."""
+    harness.sync()  # the snapshot
     for _ in range(5):
         harness.workload.step()
     harness.capture()
-    harness.sync()
+    harness.sync()  # a first range: the mirrors exist
     for _ in range(10):
         harness.workload.step()
     harness.capture()
+    at_before = {t.name: mirror_lsn(harness.source, t) for t in harness.source.tables}
     (request,) = harness.tick().run_requests
     lsn_range = LsnRange.parse_key(request.partition_key)
     victim = next(t for t in harness.source.tables if t.instance.key_columns)
@@ -348,17 +327,19 @@ def _cleanup_next_range(harness: SyncHarness) -> tuple[Table, RunRequest]:
             victim.instance.name,
             lsn_range.hi.raw,
         )
+        assert get_min_lsn(conn, victim.instance.name) > lsn_range.first
     finally:
         conn.close()
-    assert not harness.execute(request).success
-    return victim, request
+    result = harness.execute(request)
+    assert not result.success
+    return victim, request, result, at_before
 
 
 def test_cleanup_gap_resnapshots_the_table_and_rebuilds_its_mirror(harness: SyncHarness) -> None:
     """``on_gap: resnapshot``: the sensor re-snapshots exactly the table that lost changes
     (saying why), the range is read again past the new snapshot, and every mirror ends equal to
     its source table — nothing lost."""
-    victim, failed = _cleanup_next_range(harness)
+    victim, failed, _, _ = _cleanup_next_range(harness)
     data = harness.tick()
     (request,) = data.run_requests
     assert request.partition_key == SNAPSHOT_PARTITION
@@ -385,7 +366,7 @@ def test_cleanup_gap_with_on_gap_fail_waits_for_a_person(
     tmp_path: Path, spark: SparkSession, instance: DagsterInstance
 ) -> None:
     harness = make_harness(tmp_path, spark, instance, on_gap="fail")
-    victim, _ = _cleanup_next_range(harness)
+    victim, *_ = _cleanup_next_range(harness)
     data = harness.tick()
     assert not data.run_requests
     assert "on_gap = fail" in (data.skip_message or "")
