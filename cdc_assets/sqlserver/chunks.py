@@ -19,12 +19,12 @@ __all__ = ["plan_key_ranges"]
 
 COUNT_ROWS_QUERY = "SELECT COUNT_BIG(*) FROM {table}"
 
-# Every n-th key in key order, e.g. for key (a, b):
+# Every n-th key in key order but the last row's (no empty last chunk), e.g. for key (a, b):
 # SELECT [a], [b] FROM (SELECT [a], [b], ROW_NUMBER() OVER (ORDER BY [a], [b]) AS rn
-#   FROM [dbo].[t]) AS numbered WHERE rn % ? = 0 ORDER BY [a], [b]
+#   FROM [dbo].[t]) AS numbered WHERE rn % ? = 0 AND rn < ? ORDER BY [a], [b]
 BOUNDARY_KEYS_QUERY = (
     "SELECT {keys} FROM (SELECT {keys}, ROW_NUMBER() OVER (ORDER BY {keys}) AS rn "
-    "FROM {table}) AS numbered WHERE rn % ? = 0 ORDER BY {keys}"
+    "FROM {table}) AS numbered WHERE rn % ? = 0 AND rn < ? ORDER BY {keys}"
 )
 
 
@@ -45,7 +45,7 @@ def plan_key_ranges(
     bounds = [
         tuple(row)
         for row in fetch_all(
-            conn, BOUNDARY_KEYS_QUERY.format(keys=key_list, table=table), chunk_rows
+            conn, BOUNDARY_KEYS_QUERY.format(keys=key_list, table=table), chunk_rows, rows
         )
     ]
     ranges: list[KeyRange] = []

@@ -1,0 +1,247 @@
+"""Shared helpers of the benchmark scripts (not a benchmark itself).
+
+Every script builds its own emulator database in a temporary directory, times the path through
+the project against a baseline measured in the same run, and prints rows/s and ratios. The helpers
+here: the machine's load, a wide mixed-type table filled fast (the table of ``source_read.py``),
+a project config and definitions for an emulator source, a shared local Spark session, the Spark
+jobs and stages run since a mark (from Spark's status store), and cProfile of a callable.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# pandas (for the naive baselines only) is not a project dependency: ``make bench`` installs it
+# into .venv/bench-deps (outside the lint's reach, removed by ``make clean``), appended to the path
+# so the venv's own packages always win.
+DEPS = Path(__file__).resolve().parent.parent / ".venv" / "bench-deps"
+if DEPS.is_dir():
+    sys.path.append(str(DEPS))
+
+from source_read import COLUMNS, PARAMS_PER_STATEMENT, ROWS_PER_TRANSACTION, _row  # noqa: E402
+
+from cdc_assets import emulator  # noqa: E402
+
+T = TypeVar("T")
+SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def require_pandas() -> Any:
+    try:
+        import pandas
+    except ImportError:
+        raise SystemExit(
+            "the naive baseline needs pandas: run `make bench`, or `.venv/bin/pip install "
+            "--no-deps --target .venv/bench-deps 'pandas<3' 'numpy<3' pytz tzdata`"
+        ) from None
+    return pandas
+
+
+def machine_line() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"machine: {os.cpu_count()} cores, load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def rate(rows: int, seconds: float) -> str:
+    return f"{rows / seconds:,.0f}" if seconds > 0 else "-"
+
+
+@contextmanager
+def timed(into: dict[str, float], label: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        into[label] = time.perf_counter() - started
+
+
+def column_list() -> str:
+    return ", ".join(f"[{name}]" for name, _ in COLUMNS)
+
+
+def create_tables(conn: Any, tables: Sequence[str], *, enable_cdc: bool = True) -> None:
+    """``tables`` with the 7 mixed-type columns of ``source_read.py`` (key ``id``)."""
+    conn.execute("EXEC sys.sp_cdc_enable_db")
+    conn.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
+    body = ", ".join(f"[{name}] {decl}" for name, decl in COLUMNS)
+    for table in tables:
+        conn.execute(
+            f"CREATE TABLE [dbo].[{table}] ({body}, CONSTRAINT [pk_{table}] PRIMARY KEY ([id]))"
+        )
+        if enable_cdc:
+            enable_table(conn, table)
+
+
+def enable_table(conn: Any, table: str) -> None:
+    conn.execute(
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', "
+        f"@source_name = N'{table}', @role_name = NULL, @supports_net_changes = 1"
+    )
+
+
+def insert_rows(
+    conn: Any,
+    table: str,
+    first: int,
+    last: int,
+    row: Callable[[int], tuple[object, ...]] = _row,
+) -> None:
+    """Rows ``first`` .. ``last - 1`` in multi-row INSERTs, 50,000 per transaction."""
+    per_statement = PARAMS_PER_STATEMENT // len(COLUMNS)
+    marks = "(" + ", ".join(["?"] * len(COLUMNS)) + ")"
+    names = column_list()
+    for start in range(first, last, ROWS_PER_TRANSACTION):
+        end = min(last, start + ROWS_PER_TRANSACTION)
+        conn.execute("BEGIN TRAN")
+        for lo in range(start, end, per_statement):
+            hi = min(end, lo + per_statement)
+            params = [value for i in range(lo, hi) for value in row(i)]
+            conn.execute(
+                f"INSERT INTO [dbo].[{table}] ({names}) VALUES " + ", ".join([marks] * (hi - lo)),
+                params,
+            )
+        conn.execute("COMMIT")
+
+
+def capture(path: Path) -> None:
+    while emulator.scan(path):
+        pass
+
+
+def build_wide_table(path: Path, rows: int, table: str = "bench") -> float:
+    """One captured table of ``rows`` rows, loaded *before* CDC is enabled (so capture has no
+    inserts to copy: only the snapshot holds them); returns the seconds it took."""
+    started = time.perf_counter()
+    conn = emulator.connect(path, autocommit=True)
+    try:
+        create_tables(conn, [table], enable_cdc=False)
+        insert_rows(conn, table, 0, rows)
+        enable_table(conn, table)
+    finally:
+        conn.close()
+    capture(path)  # establishes the capture instance
+    return time.perf_counter() - started
+
+
+def project_config(
+    workdir: Path,
+    db: Path,
+    *,
+    name: str = "bench",
+    chunk_rows: int = 250_000,
+    max_transactions: int = 10_000,
+) -> Any:
+    from cdc_assets.config import parse_config
+
+    return parse_config(
+        {
+            "sources": [
+                {
+                    "name": name,
+                    "connection": {"emulator": {"path": str(db)}},
+                    "sync": {"max_transactions_per_range": max_transactions},
+                    "snapshot": {"mode": "exact", "chunk_rows": chunk_rows},
+                }
+            ],
+            "storage": {"base_path": str(workdir / "storage")},
+            "spark": {"master": "local[2]", "conf": SPARK_CONF},
+        },
+        base_dir=workdir,
+        origin="benchmark config",
+    )
+
+
+def spark_session() -> tuple[Any, float]:
+    """The local[2] session every measurement shares (started and warmed here), and its seconds."""
+    from cdc_assets.spark.session import build_spark_session
+
+    started = time.perf_counter()
+    spark = build_spark_session(master="local[2]", app_name="cdc_assets_bench", conf=SPARK_CONF)
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.range(10).count()
+    return spark, time.perf_counter() - started
+
+
+def spark_job_ids(spark: Any) -> set[int]:
+    return set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def print_spark_jobs(spark: Any, before: set[int], title: str, *, detail: int = 12) -> None:
+    """The Spark jobs run since ``before``: per stage its tasks, wall seconds (submission to
+    completion) and executor run seconds; grouped by stage name when there are more than
+    ``detail`` stages."""
+    tracker = spark.sparkContext.statusTracker()
+    store = spark.sparkContext._jsc.sc().statusStore()
+    jobs = sorted(spark_job_ids(spark) - before)
+    stages = []
+    for job in jobs:
+        info = tracker.getJobInfo(job)
+        for stage in info.stageIds if info is not None else ():
+            try:
+                data = store.lastStageAttempt(stage)
+            except Exception:
+                continue
+            if data.status().toString() == "SKIPPED":
+                continue
+            sub, comp = data.submissionTime(), data.completionTime()
+            wall = (
+                (comp.get().getTime() - sub.get().getTime()) / 1000
+                if sub.isDefined() and comp.isDefined()
+                else 0.0
+            )
+            name = data.name().split(" at /")[0].split(" at Native")[0][:60]
+            stages.append((job, stage, data.numTasks(), wall, data.executorRunTime() / 1000, name))
+    total = sum(s[3] for s in stages)
+    print(
+        f"{title}: {len(jobs)} Spark jobs, {len(stages)} stages, {total:.2f} s of stage wall time"
+    )
+    if len(stages) <= detail:
+        for job, stage, tasks, wall, run, name in stages:
+            print(
+                f"  job {job:3d} stage {stage:3d}  {tasks:3d} tasks  {wall:6.2f} s wall  "
+                f"{run:6.2f} s executor run  {name}"
+            )
+        return
+    groups: dict[str, list[float]] = {}
+    for _, _, tasks, wall, run, name in stages:
+        g = groups.setdefault(name, [0, 0, 0.0, 0.0])
+        g[0] += 1
+        g[1] += tasks
+        g[2] += wall
+        g[3] += run
+    for name, (count, tasks, wall, run) in sorted(groups.items(), key=lambda i: -i[1][2]):
+        print(
+            f"  {count:3d} stages {tasks:4d} tasks  {wall:6.2f} s wall  {run:6.2f} s executor "
+            f"run  {name}"
+        )
+
+
+def profiled(fn: Callable[[], T], *, top: int = 25, sort: str = "cumulative") -> tuple[T, str]:
+    """``fn()`` under cProfile; its result and the ``top`` lines of the driver's profile."""
+    profile = cProfile.Profile()
+    result = profile.runcall(fn)
+    out = io.StringIO()
+    stats = pstats.Stats(profile, stream=out)
+    stats.strip_dirs().sort_stats(sort).print_stats(top)
+    text = out.getvalue()
+    start = text.find("   ncalls")
+    return result, (text[start:] if start >= 0 else text).rstrip()
+
+
+def quiet_run_config() -> dict[str, Any]:
+    return {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
