@@ -65,9 +65,15 @@ def write_version(df: DataFrame, location: Path) -> Path:
 
 
 def publish_version(location: Path, name: str) -> None:
-    """Make the written version ``name`` current, then drop all but it and its predecessor."""
+    """Make the written version ``name`` current, then drop all but it and the version that was
+    current before (readers may hold it). Not "the newest older name": after a crashed write that
+    would be the crash's leftover, and the version readers hold would go."""
+    try:
+        previous: str | None = current_version(location).name
+    except NotPublished:
+        previous = None
     switch_pointer(location, name)
-    prune_versions(location, keep={name, *previous_versions(location, name)})
+    prune_versions(location, keep={name, *([previous] if previous else [])})
 
 
 def switch_pointer(location: Path, name: str) -> None:
@@ -77,15 +83,6 @@ def switch_pointer(location: Path, name: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, location / POINTER)
-
-
-def previous_versions(location: Path, current: str, keep: int = 1) -> list[str]:
-    """The ``keep`` newest versions older than ``current`` (kept for readers in flight)."""
-    older = sorted(
-        (p.name for p in location.iterdir() if p.name.startswith(VERSION_PREFIX)),
-        reverse=True,
-    )
-    return [n for n in older if n < current][:keep]
 
 
 def prune_versions(location: Path, keep: set[str]) -> None:

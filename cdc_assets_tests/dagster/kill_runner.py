@@ -1,0 +1,237 @@
+"""A sync run that SIGKILLs its own process at a chosen stage (used by ``test_kill_faults``).
+
+``python -m cdc_assets_tests.dagster.kill_runner SPEC.json`` rebuilds the project's definitions
+from the spec's config (the same source database and storage as the test), opens the test's
+Dagster instance from its serialized ref, arms one kill point and starts Spark. Then it waits for
+the file named by the spec's ``go`` entry, which holds the partition key and tags of the run to
+execute (the sensor's request), and executes the sync job for it the way the daemon runs a
+request. Waiting lets the test start the process — and pay Spark's start-up — while it prepares
+the range. The process never ends normally when the kill point is hit: it dies of SIGKILL (exit
+status -9 seen by the parent).
+
+Kill points (``stage``; ``nth`` picks which table's change log or mirror, counted in the order
+this run reaches them, so earlier tables of the run are complete when it dies):
+
+- ``read``: inside the source read on the executor — the data source has fetched the first
+  batch of the ``nth`` change read and not handed it on; nothing of that table is written yet.
+- ``write``: the ``nth`` change log's version directory is fully written by Spark (``_SUCCESS``)
+  but has no properties file and is not published.
+- ``publish``: the ``nth`` change log's version has its properties file; ``_CURRENT`` has not
+  switched to it yet.
+- ``switched``: ``_CURRENT`` names the ``nth`` change log's new version; older versions are not
+  pruned and Dagster has not recorded the materialization.
+- ``merge``: inside the Spark job writing the ``nth`` mirror's new version (a task has started
+  on the merged rows); the earlier mirrors of the run are published.
+
+``read`` and ``merge`` kill the run process from a Python worker of the executor: the worker is
+a separate process, so killing itself would only fail a task, not the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+STARTED = time.monotonic()
+DRIVER_PID = os.getpid()  # captured by value in the functions shipped to Python workers
+DRIVER_PID_ENV = "CDC_KILL_RUNNER_DRIVER_PID"  # and inherited by them (JVM, Python daemon)
+STAGES = ("read", "write", "publish", "switched", "merge")
+EXIT_NOT_KILLED_SUCCESS = 3
+EXIT_NOT_KILLED_FAILURE = 4
+EXIT_NO_GO = 5
+GO_TIMEOUT = 600.0
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+def _say(text: str) -> None:
+    print(f"kill runner [{time.monotonic() - STARTED:6.1f} s]: {text}", file=sys.stderr, flush=True)
+
+
+def kill_driver() -> None:
+    """SIGKILL the run process; in a worker, wait until it is gone, then leave without a word."""
+    driver = int(os.environ.get(DRIVER_PID_ENV, DRIVER_PID))
+    os.kill(driver, signal.SIGKILL)  # in the run process itself, this is the end
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(driver, 0)  # a zombie still answers: the test process reaps it at once
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    os._exit(1)  # never complete the task: its output must not be committed
+
+
+def _kill_on_first_row(_value: Any) -> bool:
+    """A Python UDF's body: the first row that reaches it ends the run."""
+    kill_driver()
+    return True
+
+
+def _arm(stage: str, nth: int, storage: Path) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
+
+    from cdc_assets.spark import sqlserver_source, versioned_parquet
+
+    counts = {"cdc": 0, "mirror": 0, "read": 0}
+
+    def tree(location: Path) -> str:
+        return Path(location).relative_to(storage).parts[0]
+
+    def hit(kind: str) -> bool:
+        counts[kind] += 1
+        return counts[kind] == nth
+
+    if stage == "read":
+
+        class KillingReader(sqlserver_source._Reader):
+            def _changes(self, lsn_range):  # type: ignore[no-untyped-def]
+                for _batch in super()._changes(lsn_range):
+                    kill_driver()
+                kill_driver()  # an empty range: killed when its read ends
+                yield from ()
+
+        class KillingSource(sqlserver_source.SqlServerDataSource):
+            @classmethod
+            def name(cls) -> str:
+                return "cdc_sqlserver_kill"
+
+            def reader(self, schema):  # type: ignore[no-untyped-def]
+                return KillingReader(self._plan(), schema)
+
+        real_load = sqlserver_source._load
+
+        def load(spark, plan):  # type: ignore[no-untyped-def]
+            if plan.lsn_range is None or not hit("read"):
+                return real_load(spark, plan)
+            spark.dataSource.register(KillingSource)
+            return (
+                spark.read.format(KillingSource.name())
+                .schema(sqlserver_source._spark_schema(plan.arrow_schema))
+                .option(sqlserver_source.PAYLOAD_OPTION, plan.encode())
+                .load()
+            )
+
+        sqlserver_source._load = load
+    elif stage in ("write", "merge"):
+        real_write = versioned_parquet.write_version
+        kind = "cdc" if stage == "write" else "mirror"
+        killer = F.udf(_kill_on_first_row, BooleanType(), useArrow=False).asNondeterministic()
+
+        def write_version(df, location):  # type: ignore[no-untyped-def]
+            if tree(location) != kind or not hit(kind):
+                return real_write(df, location)
+            if stage == "merge":
+                return real_write(df.where(killer(F.lit(0))), location)
+            real_write(df, location)
+            kill_driver()
+
+        versioned_parquet.write_version = write_version
+    elif stage == "publish":
+        real_publish = versioned_parquet.publish_version
+
+        def publish_version(location, name):  # type: ignore[no-untyped-def]
+            if tree(location) == "cdc" and hit("cdc"):
+                kill_driver()
+            return real_publish(location, name)
+
+        versioned_parquet.publish_version = publish_version
+    elif stage == "switched":
+        real_switch = versioned_parquet.switch_pointer
+
+        def switch_pointer(location, name):  # type: ignore[no-untyped-def]
+            real_switch(location, name)
+            if tree(location) == "cdc" and hit("cdc"):
+                kill_driver()
+
+        versioned_parquet.switch_pointer = switch_pointer
+    else:
+        raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
+
+
+def _warm_up(spark: Any, scratch: Path) -> None:
+    """The first Spark jobs of a JVM are slow: run the kinds the sync runs (a Python data
+    source, Python workers, a Parquet write and read) on throwaway data, outside the storage."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class Rows(DataSourceReader):
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            yield from ((i, str(i)) for i in range(10))
+
+    class Warm(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "cdc_kill_runner_warm_up"
+
+        def schema(self) -> str:
+            return "i int, s string"
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return Rows()
+
+    spark.dataSource.register(Warm)
+    df = spark.read.format(Warm.name()).load()
+    df.write.mode("overwrite").parquet(str(scratch))
+    spark.read.parquet(str(scratch)).groupBy("s").count().collect()
+    spark.sparkContext.parallelize([0], 1).map(lambda x: x).collect()
+
+
+def _wait_for_go(go: Path) -> dict[str, Any] | None:
+    parent = os.getppid()
+    deadline = time.monotonic() + GO_TIMEOUT
+    while time.monotonic() < deadline and os.getppid() == parent:
+        if go.exists():
+            return json.loads(go.read_text())
+        time.sleep(0.05)
+    return None  # the test gave up (or died): leave quietly
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text())
+    os.environ[DRIVER_PID_ENV] = str(os.getpid())  # before Spark starts: its workers inherit it
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+    from dagster_shared.serdes import deserialize_value
+
+    from cdc_assets.config import parse_config
+    from cdc_assets.dagster.definitions_builder import build_definitions
+    from cdc_assets.dagster.names import sync_job_name
+    from cdc_assets.dagster.source import load_source
+    from cdc_assets.spark.session import build_spark_session
+
+    config = parse_config(spec["config"], base_dir=Path(spec["base_dir"]), origin="kill runner")
+    source = load_source(config.sources[0], config.storage.base_path)
+    _arm(spec["stage"], int(spec["nth"]), Path(config.storage.base_path))
+    defs = build_definitions(config, [source])
+    job = defs.resolve_job_def(sync_job_name(source.name))
+    # The session the run's resource gets (getOrCreate), started now with its Python workers.
+    spark = build_spark_session(
+        master=config.spark.master, app_name="cdc_assets", conf=config.spark.conf
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    _warm_up(spark, Path(spec["scratch"]))
+    _say(f"ready to kill at {spec['stage']} #{spec['nth']}")
+    go = _wait_for_go(Path(spec["go"]))
+    if go is None:
+        return EXIT_NO_GO
+    _say(f"running {go['partition_key']}")
+    ref = deserialize_value(spec["instance_ref"], InstanceRef)
+    with DagsterInstance.from_ref(ref) as instance:
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key=go["partition_key"],
+            tags=go["tags"],
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+    _say(f"kill point {spec['stage']} #{spec['nth']} not reached; success={result.success}")
+    return EXIT_NOT_KILLED_SUCCESS if result.success else EXIT_NOT_KILLED_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,472 @@
+"""A sync run killed (SIGKILL of the run process) at each stage: reading the source, writing a
+change-log partition, between its properties file and the pointer switch, right after the switch,
+and while merging a mirror (:mod:`.kill_runner` describes each kill point).
+
+The run executes in a separate process, started ahead so it has Spark up, against the test's
+source database, storage and Dagster instance; the test hands it the sensor's request and it
+kills itself at its stage, after the run has completed the first table it reached. Then:
+
+- no half-written version is readable: every ``_CURRENT`` names a complete version (``_SUCCESS``,
+  properties, every Parquet file readable, the row count the properties record), the partitions
+  the run had not finished are not published at all, and the killed write left exactly one
+  version directory that no pointer names;
+- the killed run is left ``STARTED`` in the instance and the sensor waits for it; once it is
+  marked failed (what the code server does when it finds a run process dead), the sensor
+  retries the same range after its pause — no new range, no gap;
+- the rerun succeeds and writes the same partition data as an uninterrupted run. "The same
+  data" is checked two ways: every table's partition holds the same rows with the same values
+  and Spark types as the range read straight from the source; and for the tables the killed run
+  had already published, each Parquet file of the rerun has byte-identical pages and the same
+  footer content (schema, statistics, offsets, key-value metadata) — only the order of each
+  column chunk's ``encodings`` list may differ, as parquet-mr writes it from a hash set;
+- every mirror equals its source table, all at the range's end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_test
+from dagster_shared.serdes import serialize_value
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdc_assets import emulator
+from cdc_assets.config import parse_config
+from cdc_assets.dagster import sync_sensor
+from cdc_assets.dagster.definitions_builder import build_definitions
+from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.names import PARTITION_TAG, SNAPSHOT_PARTITION, SOURCE_TAG
+from cdc_assets.dagster.source import load_source
+from cdc_assets.emulator.workload import create_demo_database
+from cdc_assets.lsn import LsnRange
+from cdc_assets.spark import sqlserver_source, versioned_parquet
+from cdc_assets.spark.asset_store import PROPERTIES_FILE, AssetStore
+from cdc_assets.spark.versioned_parquet import POINTER, VERSION_PREFIX
+
+from . import kill_runner
+from .conftest import SOURCE, SyncHarness
+
+ROOT = Path(__file__).resolve().parents[2]
+NTH = 2  # the second table (change log or mirror) the run reaches: the first one is complete
+CHILD_TIMEOUT = 300
+TOKEN_ENV = "CDC_KILL_FAULTS_TOKEN"  # marks the killed run's process tree (JVM, Python workers)
+
+
+def _config(tmp_path: Path, db: Path) -> dict[str, Any]:
+    return {
+        "sources": [
+            {
+                "name": SOURCE,
+                "connection": {"emulator": {"path": str(db)}},
+                "sync": {"max_transactions_per_range": 10_000},
+                "snapshot": {"mode": "auto"},
+            }
+        ],
+        "storage": {"base_path": str(tmp_path / "storage")},
+        "spark": {"master": "local[2]"},
+    }
+
+
+@pytest.fixture
+def setup(
+    tmp_path: Path, spark: SparkSession
+) -> Iterator[tuple[SyncHarness, dict[str, Any], DagsterInstance]]:
+    db = tmp_path / "source.db"
+    conn = emulator.connect(str(db), autocommit=True)
+    workload = create_demo_database(conn, seed=7, rows_per_table=20, polling_interval=None)
+    emulator.scan(db)
+    raw = _config(tmp_path, db)
+    config = parse_config(raw, base_dir=tmp_path, origin="test config")
+    source = load_source(config.sources[0], config.storage.base_path)
+    defs = build_definitions(config, [source])
+    (tmp_path / "dagster").mkdir()
+    with instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        yield SyncHarness(db, source, defs, instance, workload, spark), raw, instance
+
+
+@dataclass
+class KilledRun:
+    """A run process started ahead (Spark up), waiting for the request to run and die in."""
+
+    stage: str
+    process: subprocess.Popen
+    token: str
+    go: Path
+    log: Path
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+
+def _start(tmp_path: Path, raw: dict[str, Any], instance: DagsterInstance, stage: str) -> KilledRun:
+    spec = tmp_path / f"kill-{stage}.json"
+    go = tmp_path / f"kill-{stage}.go"
+    spec.write_text(
+        json.dumps(
+            {
+                "config": raw,
+                "base_dir": str(tmp_path),
+                "instance_ref": serialize_value(instance.get_ref()),
+                "stage": stage,
+                "nth": NTH,
+                "go": str(go),
+                "scratch": str(tmp_path / f"kill-{stage}-warm-up"),
+            }
+        )
+    )
+    token = uuid.uuid4().hex
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, TOKEN_ENV: token}
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    log = tmp_path / f"kill-{stage}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cdc_assets_tests.dagster.kill_runner", str(spec)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    return KilledRun(stage, process, token, go, log)
+
+
+def _run_killed(run: KilledRun, request: Any) -> None:
+    """Hand the request to the waiting run process; it must die of SIGKILL at its stage. Then
+    wait until its whole process tree (the Spark JVM and Python workers too) is gone."""
+    temporary = run.go.with_suffix(".tmp")
+    temporary.write_text(
+        json.dumps({"partition_key": request.partition_key, "tags": dict(request.tags)})
+    )
+    temporary.replace(run.go)
+    try:
+        returncode = run.process.wait(timeout=CHILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        run.process.kill()
+        run.process.wait()
+        raise AssertionError(f"{run.stage}: the run did not end in time:\n{run.tail()}") from None
+    assert returncode == -signal.SIGKILL, (
+        f"{run.stage}: the run process ended with {returncode}, not SIGKILL:\n{run.tail()}"
+    )
+    left = _wait_for_tree(run.token)
+    assert not left, f"{run.stage}: processes of the killed run alive after 60 s: {left}"
+
+
+class KilledRuns:
+    """Run processes started ahead, at most ``AHEAD`` waiting at a time: each pays Spark's
+    start-up while the test works on the stages before it, without crowding the CPUs."""
+
+    AHEAD = 2
+
+    def __init__(self, tmp_path: Path, raw: dict[str, Any], instance: DagsterInstance) -> None:
+        self.tmp_path, self.raw, self.instance = tmp_path, raw, instance
+        self.pending = list(kill_runner.STAGES)
+        self.started: dict[str, KilledRun] = {}
+        self.top_up()
+
+    def top_up(self) -> None:
+        while self.pending and sum(r.process.poll() is None for r in self.started.values()) < (
+            self.AHEAD
+        ):
+            stage = self.pending.pop(0)
+            self.started[stage] = _start(self.tmp_path, self.raw, self.instance, stage)
+
+    def take(self, stage: str) -> KilledRun:
+        self.top_up()
+        return self.started[stage]
+
+    def close(self) -> None:
+        for run in self.started.values():  # a test that failed early leaves some waiting
+            if run.process.poll() is None:
+                run.process.kill()
+                run.process.wait()
+            _wait_for_tree(run.token)
+
+
+@pytest.fixture
+def killed_runs(
+    tmp_path: Path, setup: tuple[SyncHarness, dict[str, Any], DagsterInstance]
+) -> Iterator[KilledRuns]:
+    _harness, raw, instance = setup
+    runs = KilledRuns(tmp_path, raw, instance)
+    try:
+        yield runs
+    finally:
+        runs.close()
+
+
+def _tree(token: str) -> list[int]:
+    """Processes whose environment carries ``token`` (the child and everything it started)."""
+    marker = f"{TOKEN_ENV}={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                status = (entry / "status").read_text()
+                if "\nState:\tZ" not in status:
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _wait_for_tree(token: str, timeout: float = 60.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (left := _tree(token)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:  # started by this test: do not leave them behind
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def _locations(storage: Path) -> list[Path]:
+    """Every asset partition directory: holds a pointer or version directories."""
+    found = set()
+    for path in storage.rglob("*"):
+        if path.name == POINTER or (path.is_dir() and path.name.startswith(VERSION_PREFIX)):
+            found.add(path.parent)
+    return sorted(found)
+
+
+def _complete(version: Path) -> bool:
+    return (version / "_SUCCESS").exists() and (version / PROPERTIES_FILE).exists()
+
+
+def _rows(version: Path, kind: str | None) -> int:
+    """The rows of a version, every Parquet file read in full (pyarrow: no Spark job)."""
+    rows = 0
+    for path in version.glob("part-*.parquet"):
+        table = pq.read_table(path)
+        if kind == SNAPSHOT_PARTITION:  # the marker rows are not the table's rows
+            rows += table.column(sqlserver_source.SNAPSHOT_LSN).null_count
+        else:
+            rows += table.num_rows
+    return rows
+
+
+def _assert_only_complete_versions_readable(storage: Path) -> set[Path]:
+    """Every ``_CURRENT`` names a complete version whose data reads back with the row count its
+    properties record; where none is published, nothing reads. Returns the versions no pointer
+    names (predecessors kept for readers, leftovers of killed writes)."""
+    store = AssetStore(storage)
+    unnamed = set()
+    for location in _locations(storage):
+        key = location.relative_to(storage).parts
+        key_path, partition = list(key[:-1]), key[-1]
+        versions = {p for p in location.iterdir() if p.name.startswith(VERSION_PREFIX)}
+        pointer = location / POINTER
+        current = None
+        if not pointer.exists():
+            assert store.current_version(key_path, partition) is None
+            assert store.properties(key_path, partition) is None
+        else:
+            current = location / pointer.read_text().strip()
+            assert current in versions, f"{pointer} names {current.name!r}: no such version"
+            assert store.current_version(key_path, partition) == current
+            assert _complete(current), f"{current} is not a complete, finalized version"
+            assert not (current / "_temporary").exists(), f"{current} holds a write in progress"
+            properties = store.properties(key_path, partition)
+            assert properties is not None
+            rows = _rows(current, properties.get("kind"))
+            assert rows == properties["rows"], f"{current}: rows differ from its properties"
+        unnamed |= versions - {current}
+    return unnamed
+
+
+def _fingerprint(version: Path) -> list[tuple[str, str]]:
+    """Per Parquet file: the hash of its bytes before the footer (every page, byte for byte)
+    and of its footer's content with each column chunk's encodings sorted — parquet-mr writes
+    that list from a hash set, in an order that varies between JVMs. File names hold a random
+    id and are left out."""
+    prints = []
+    for path in version.glob("part-*.parquet"):
+        data = path.read_bytes()
+        assert data[-4:] == b"PAR1", f"{path} is not a complete Parquet file"
+        footer = int.from_bytes(data[-8:-4], "little")
+        meta = pq.read_metadata(path)
+        chunks = []
+        for g in range(meta.num_row_groups):
+            for c in range(meta.num_columns):
+                chunk = meta.row_group(g).column(c).to_dict()
+                chunk["encodings"] = sorted(chunk["encodings"])
+                chunks.append(chunk)
+        footer_content = repr((meta.schema.to_arrow_schema(), meta.metadata, chunks))
+        prints.append(
+            (
+                hashlib.sha256(data[: len(data) - 8 - footer]).hexdigest(),
+                hashlib.sha256(footer_content.encode()).hexdigest(),
+            )
+        )
+    return sorted(prints)
+
+
+def _sorted_rows(df: DataFrame) -> list:
+    return df.orderBy(*[F.col(f"`{c}`") for c in df.columns]).collect()
+
+
+def _latest_run(instance: DagsterInstance):
+    runs = instance.get_runs(filters=RunsFilter(tags={SOURCE_TAG: SOURCE}), limit=1)
+    assert runs
+    return runs[0]
+
+
+def _kill_and_recover(
+    harness: SyncHarness, run: KilledRun, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    stage, instance = run.stage, harness.instance
+    source, spark, store = harness.source, harness.spark, harness.source.store
+    tables = sorted(source.tables, key=lambda t: t.mirror_key.to_user_string())
+    for _ in range(8):
+        harness.workload.step()
+    harness.capture()
+    data = harness.tick()
+    (request,) = data.run_requests
+    key = request.partition_key
+    lsn_range = LsnRange.parse_key(key)
+    at_before = {t: mirror_lsn(source, t) for t in tables}
+    _assert_only_complete_versions_readable(source.storage)
+    versions_before = set(source.storage.rglob(f"{VERSION_PREFIX}*"))
+
+    started = time.monotonic()
+    _run_killed(run, request)
+    killed_seconds = time.monotonic() - started
+
+    # Nothing half-written is readable, and the run died where the stage says.
+    # The versions the killed run wrote and no pointer names.
+    left = _assert_only_complete_versions_readable(source.storage) - versions_before
+    published = [t for t in tables if store.is_published(t.change_log_key.path, key)]
+    moved = [t for t in tables if mirror_lsn(source, t) != at_before[t]]
+    if stage == "merge":
+        assert len(published) == len(tables), f"{stage}: change logs published: {published}"
+        assert len(moved) == NTH - 1, f"{stage}: mirrors moved: {moved}"
+        assert all(mirror_lsn(source, t) == lsn_range.hi for t in moved)
+        killed_at = {store.location(tables[NTH - 1].mirror_key.path, None)}
+        held = store.current_version(tables[NTH - 1].mirror_key.path, None)
+    else:
+        expected = NTH if stage == "switched" else NTH - 1
+        assert len(published) == expected, f"{stage}: change logs published: {published}"
+        assert not moved, f"{stage}: mirrors moved although no change log was complete"
+        # The run reaches the tables in its own order: the killed one is one not published.
+        killed_at = {store.location(t.change_log_key.path, key) for t in tables} - {
+            store.location(t.change_log_key.path, key) for t in published
+        }
+        held = None
+    if stage == "switched":
+        assert not left, f"{stage}: a published write left {left}"
+    else:
+        assert len(left) == 1 and {v.parent for v in left} <= killed_at, (
+            f"{stage}: leftovers of the killed write: {left}"
+        )
+    fingerprints = {
+        t: _fingerprint(v)
+        for t in published
+        if (v := store.current_version(t.change_log_key.path, key)) is not None
+    }
+
+    # The killed run stays STARTED: the sensor waits for it, whatever the storage says.
+    killed = _latest_run(instance)
+    assert killed.status == DagsterRunStatus.STARTED, killed.status
+    waiting = harness.tick()
+    assert not waiting.run_requests and "in progress" in (waiting.skip_message or "")
+
+    # What the code server does when it finds a run process dead.
+    instance.report_engine_event(
+        f"Run execution process for {killed.run_id} was terminated by signal 9 (SIGKILL).",
+        killed,
+    )
+    instance.report_run_failed(killed)
+    paused = harness.tick()
+    assert not paused.run_requests and "retrying after" in (paused.skip_message or "")
+    keys_before = set(instance.get_dynamic_partitions(f"{SOURCE}_lsn"))
+    with monkeypatch.context() as patch:
+        patch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
+        retry = harness.tick()
+    (rerun,) = retry.run_requests
+    assert rerun.partition_key == key and rerun.tags[PARTITION_TAG] == key
+    assert set(instance.get_dynamic_partitions(f"{SOURCE}_lsn")) == keys_before
+
+    started = time.monotonic()
+    result = harness.execute(rerun)
+    rerun_seconds = time.monotonic() - started
+    assert result.success, f"{stage}: the rerun failed"
+    assert not harness.tick().run_requests, f"{stage}: the sensor still has work after the rerun"
+    _assert_only_complete_versions_readable(source.storage)
+
+    # The rerun's partitions: the range's rows as the source gives them, same types.
+    settings = source.config.connection_settings()
+    for table in tables:
+        written = store.read(spark, table.change_log_key.path, key)
+        expected_df = sqlserver_source.read_change_range(spark, settings, table.instance, lsn_range)
+        assert written.schema == expected_df.schema, f"{stage}: {table.qualified_name} schema"
+        assert _sorted_rows(written) == _sorted_rows(expected_df), (
+            f"{stage}: {table.qualified_name}: the rerun wrote other rows than the range holds"
+        )
+        properties = store.properties(table.change_log_key.path, key) or {}
+        assert properties.get("coverage", {}).get("ok"), properties
+    for table, fingerprint in fingerprints.items():
+        version = store.current_version(table.change_log_key.path, key)
+        assert version is not None
+        assert _fingerprint(version) == fingerprint, (
+            f"{stage}: {table.qualified_name}: the rerun's Parquet data differs from the "
+            "killed run's published data"
+        )
+    at = harness.assert_mirrors_equal_source()
+    assert at == lsn_range.hi
+    return {
+        "stage": stage,
+        "killed_seconds": round(killed_seconds, 1),
+        "rerun_seconds": round(rerun_seconds, 1),
+        "leftovers": sorted(
+            f"{v.relative_to(source.storage)}{' (complete)' if _complete(v) else ''}" for v in left
+        ),
+        # merge: was the version readers held when the rerun switched still there after it?
+        "held_version_kept": held.exists() if held is not None else None,
+    }
+
+
+def test_a_run_killed_at_each_stage_reruns_to_the_same_data(
+    setup: tuple[SyncHarness, dict[str, Any], DagsterInstance],
+    killed_runs: KilledRuns,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One source, one chain: after the snapshot and a first range, each stage kills the run of
+    a new range in a process started ahead; the test checks what is readable, recovers like the
+    daemon and checks the rerun (module doc)."""
+    harness = setup[0]
+    assert harness.sync() == 1  # the snapshot
+    for _ in range(5):
+        harness.workload.step()
+    harness.capture()
+    assert harness.sync() == 1  # a first range: the mirrors exist
+    harness.assert_mirrors_equal_source()
+    for stage in kill_runner.STAGES:
+        report = _kill_and_recover(harness, killed_runs.take(stage), monkeypatch)
+        killed_runs.top_up()  # the next one starts while this stage is checked
+        print(report, flush=True)
+
+
+def test_a_killed_write_does_not_displace_the_version_readers_hold(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    location = tmp_path / "asset" / "__all__"
+    df = spark.range(3)
+    held = versioned_parquet.publish(df, location)  # what a reader resolved
+    versioned_parquet.write_version(df, location)  # a run killed before it published this
+    versioned_parquet.publish(df, location)  # the rerun
+    assert held.exists(), "the version _CURRENT named before the switch was removed"
