@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 from dagster import (
+    AssetSelection,
     DagsterInstance,
     Definitions,
     ExecuteInProcessResult,
     RunRequest,
     build_sensor_context,
     instance_for_test,
+    materialize,
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 from pyspark.sql import DataFrame, SparkSession
@@ -98,6 +100,17 @@ class SyncHarness:
             result = self.execute(data.run_requests[0])
             assert result.success, failure_text(result)
         raise AssertionError(f"the sensor still requests runs after {limit} runs")
+
+    def run_checks(self, selection: AssetSelection) -> ExecuteInProcessResult:
+        """Execute only the selected asset checks (what the UI's "Execute checks" does)."""
+        return materialize(
+            [*(self.defs.assets or []), *(self.defs.asset_checks or [])],
+            instance=self.instance,
+            resources=dict(self.defs.resources or {}),
+            run_config=QUIET,
+            selection=selection,
+            raise_on_error=False,
+        )
 
     def mirror(self, table: Table) -> DataFrame:
         columns = [f"`{c}`" for c in table.instance.column_names]

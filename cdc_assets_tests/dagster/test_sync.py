@@ -255,18 +255,9 @@ def test_mirrors_equal_source_after_random_concurrent_workloads(
 
 
 def _run_mirror_checks(harness: SyncHarness) -> dict[tuple[str, str], bool]:
-    assets = [*(harness.defs.assets or []), *(harness.defs.asset_checks or [])]
+    mirrors = [t.mirror_key for t in harness.source.tables]
     with emulator.CaptureAgent(harness.db):  # reconcile waits for capture to pass its count
-        result = materialize(
-            assets,
-            instance=harness.instance,
-            resources=dict(harness.defs.resources or {}),
-            run_config=QUIET,
-            selection=AssetSelection.checks_for_assets(
-                *[t.mirror_key for t in harness.source.tables]
-            ),
-            raise_on_error=False,
-        )
+        result = harness.run_checks(AssetSelection.checks_for_assets(*mirrors))
     return _checks(result)
 
 
