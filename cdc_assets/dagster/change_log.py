@@ -39,6 +39,7 @@ from cdc_assets.lsn import Lsn, LsnError, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import (
     CaptureInstance,
+    SourceTable,
     discover,
     get_max_lsn,
     get_min_lsn,
@@ -83,10 +84,10 @@ def parse_partition(key: str) -> LsnRange | None:
         ) from None
 
 
-def _instance_for(conn: DbapiConnection, table: Table, first: Lsn | None) -> CaptureInstance:
-    """The capture instance as it is now: the one covering ``first``, else the current one (when
-    cleanup moved every instance's start above ``first``, the coverage check reports it)."""
-    found = discover(conn).get((table.schema, table.name))
+def _instance_for(found: SourceTable | None, table: Table, first: Lsn | None) -> CaptureInstance:
+    """The capture instance as it is now (``found``: the table as discovered at the start of the
+    run): the one covering ``first``, else the current one (when cleanup moved every instance's
+    start above ``first``, the coverage check reports it)."""
     instance = None
     if found is not None:
         if first is not None:
@@ -113,9 +114,8 @@ def _operation_counts(written: DataFrame) -> dict[str, int]:
 
 
 def _snapshot_output(
-    spark: SparkSession, source: Source, table: Table, conn: DbapiConnection, reason: str | None
+    spark: SparkSession, source: Source, table: Table, instance: CaptureInstance, reason: str | None
 ) -> StoredFrame:
-    instance = _instance_for(conn, table, None)
     settings = source.config.connection_settings()
     policy = source.config.snapshot
     mode = sqlserver_source.resolve_snapshot_mode(settings, instance, policy.mode)
@@ -311,7 +311,7 @@ def unavailable_result(
 
 
 def schema_change_result(
-    conn: DbapiConnection, table: Table, snapshot: SnapshotInfo | None, lsn_range: LsnRange
+    found: SourceTable | None, table: Table, snapshot: SnapshotInfo | None, lsn_range: LsnRange
 ) -> AssetCheckResult | None:
     """A failed coverage check when a newer capture instance (a schema change) started inside
     or before the range while the table's snapshot was taken with an older one.
@@ -320,7 +320,6 @@ def schema_change_result(
     the table is re-snapshotted with it (``sync.on_gap``) instead of mixing the two."""
     if snapshot is None or not snapshot.capture_instance:
         return None
-    found = discover(conn).get((table.schema, table.name))
     current = found.current_instance if found is not None else None
     if (
         current is None
@@ -444,15 +443,18 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
         wanted = context.selected_asset_check_keys
         conn = source.connect()
         try:
+            catalog = discover(conn)  # once per run: capture instances of every table
             for table in selected:
+                found = catalog.get((table.schema, table.name))
                 if lsn_range is None:
                     reason = context.run.tags.get(RESNAPSHOT_TAG)
-                    stored = _snapshot_output(spark, source, table, conn, reason)
+                    instance = _instance_for(found, table, None)
+                    stored = _snapshot_output(spark, source, table, instance, reason)
                 else:
                     snapshot = snapshot_info(source, table)
                     read_range = effective_range(lsn_range, snapshot)
-                    instance = _instance_for(conn, table, (read_range or lsn_range).first)
-                    refused = schema_change_result(conn, table, snapshot, lsn_range)
+                    instance = _instance_for(found, table, (read_range or lsn_range).first)
+                    refused = schema_change_result(found, table, snapshot, lsn_range)
                     if refused is None and read_range is not None:
                         refused = unavailable_result(conn, table, instance, read_range)
                     path = table.change_log_key.path
