@@ -245,3 +245,33 @@ def profiled(fn: Callable[[], T], *, top: int = 25, sort: str = "cumulative") ->
 
 def quiet_run_config() -> dict[str, Any]:
     return {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+def print_pipelines(
+    spark: Any,
+    rows: int,
+    lines: Sequence[tuple[str, float]],
+    cold: dict[str, Any],
+    warm: dict[str, Any],
+    baselines: Sequence[tuple[str, float, float]],
+) -> None:
+    """The comparison table of a project run (cold and warm) against its baselines: seconds and
+    rows/s per pipeline, the ratios to each baseline ``(name, target, seconds)``, the Dagster
+    steps and the Spark jobs of both project runs, and the machine's load."""
+    width = max(len(label) for label, _ in lines)
+    print(f"{'pipeline'.ljust(width)}  {'seconds':>8}  {'rows/s':>10}")
+    for label, seconds in lines:
+        print(f"{label.ljust(width)}  {seconds:8.2f}  {rate(rows, seconds):>10}")
+    for name, target, base in baselines:
+        ratio, first = base / warm["seconds"], base / cold["seconds"]
+        print(
+            f"(a)/{name} rows/s: {ratio:.2f} warm, {first:.2f} cold (target >= {target}) "
+            f"{'met' if ratio >= target else 'MISSED'}"
+        )
+    for label, run in (("cold", cold), ("warm", warm)):
+        steps = ", ".join(f"{k} {v:.2f} s" for k, v in run["steps"].items())
+        print(f"(a) {label}: Dagster steps: {steps}")
+        before, after = run["jobs"]
+        everything = spark_job_ids(spark)
+        print_spark_jobs(spark, before | (everything - after), f"(a) {label}")
+    print(machine_line())

@@ -31,7 +31,7 @@ from typing import Any
 
 import _common
 import pyarrow.parquet as pq
-from _common import machine_line, rate
+from _common import machine_line
 from dagster import instance_for_test
 
 from cdc_assets import emulator
@@ -210,23 +210,14 @@ def main(argv: list[str] | None = None) -> int:
             ("(b) raw: read_changes -> pyarrow Parquet", raw),
             ("(c) naive: fetchall -> pandas -> createDataFrame", naive),
         ]
-        width = max(len(label) for label, _ in lines)
-        print(f"{'pipeline'.ljust(width)}  {'seconds':>8}  {'rows/s':>10}")
-        for label, seconds in lines:
-            print(f"{label.ljust(width)}  {seconds:8.2f}  {rate(expected, seconds):>10}")
-        for name, target, base in (("(b)", TARGET_RAW, raw), ("(c)", TARGET_NAIVE, naive)):
-            warm, first = base / project["seconds"], base / cold["seconds"]
-            print(
-                f"(a)/{name} rows/s: {warm:.2f} warm, {first:.2f} cold (target >= {target}) "
-                f"{'met' if warm >= target else 'MISSED'}"
-            )
-        for label, run in (("cold", cold), ("warm", project)):
-            steps = ", ".join(f"{k} {v:.2f} s" for k, v in run["steps"].items())
-            print(f"(a) {label}: Dagster steps: {steps}")
-            before, after = run["jobs"]
-            everything = _common.spark_job_ids(spark)
-            _common.print_spark_jobs(spark, before | (everything - after), f"(a) {label}")
-        print(machine_line())
+        _common.print_pipelines(
+            spark,
+            expected,
+            lines,
+            cold,
+            project,
+            (("(b)", TARGET_RAW, raw), ("(c)", TARGET_NAIVE, naive)),
+        )
         if args.profile:
             config = _common.project_config(workdir / "profiled", db)
             source = load_source(config.sources[0], config.storage.base_path)
