@@ -48,7 +48,7 @@ from cdc_assets.sqlserver import (
 from cdc_assets.sqlserver.catalog import get_source_columns
 from cdc_assets.sqlserver.changes import check_range_available
 from cdc_assets.sqlserver.dbapi import DbapiConnection, fetch_value
-from cdc_assets.sqlserver.errors import LsnNotAvailable
+from cdc_assets.sqlserver.errors import LsnNotAvailable, SqlServerError
 from cdc_assets.sqlserver.health import SERVER_TIME_QUERY
 
 from .chain import SnapshotInfo, range_partitions
@@ -436,6 +436,17 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
         required_resource_keys={"pyspark"},
     )
     def change_logs(context: AssetExecutionContext) -> Iterator[Output | AssetCheckResult]:
+        try:
+            yield from events(context)
+        except SqlServerError as exc:
+            # unreachable, login refused, connection lost...: the message and what to do, once
+            raise Failure(
+                description=f"source {source.name}: {exc}",
+                metadata={"source_error": type(exc).__name__},
+                allow_retries=True,
+            ) from None
+
+    def events(context: AssetExecutionContext) -> Iterator[Output | AssetCheckResult]:
         spark = context.resources.pyspark.spark_session
         lsn_range = parse_partition(context.partition_key)
         selected = [by_key[k] for k in context.selected_asset_keys if k in by_key]

@@ -17,6 +17,7 @@ from typing import Any
 
 from dagster import (
     ConfigurableIOManager,
+    Failure,
     InputContext,
     MetadataValue,
     OutputContext,
@@ -25,6 +26,7 @@ from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import DataFrame
 
 from cdc_assets.spark.asset_store import AssetStore, Finalize, Properties
+from cdc_assets.spark.sqlserver_source import unwrap_source_error
 
 LAYOUT = "cdc_assets/layout"
 CURRENT_LAYOUT = "current"
@@ -64,13 +66,26 @@ class SparkParquetIOManager(ConfigurableIOManager):
             return
         stored = obj if isinstance(obj, StoredFrame) else StoredFrame(obj)
         partition = self._partition(context, context.definition_metadata or {})
-        published = self.store.write(
-            self.pyspark.spark_session,
-            stored.df,
-            context.asset_key.path,
-            partition,
-            stored.finalize,
-        )
+        try:
+            published = self.store.write(
+                self.pyspark.spark_session,
+                stored.df,
+                context.asset_key.path,
+                partition,
+                stored.finalize,
+            )
+        except Exception as exc:
+            source_error = unwrap_source_error(exc)
+            if source_error is None:
+                raise
+            # One clear message instead of the executor's Java and Python traces; nothing of
+            # this version was published (the store removes what it wrote).
+            raise Failure(
+                description=f"{context.asset_key.to_user_string()}: reading the source failed "
+                f"({source_error.kind}): {source_error.message}",
+                metadata={"source_error": source_error.kind},
+                allow_retries=True,
+            ) from None
         schema = (context.definition_metadata or {}).get(COLUMN_SCHEMA)
         context.add_output_metadata(
             {

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import errors
+from . import errors, faults
 from .session import Result, Session
 
 apilevel = "2.0"
@@ -91,6 +91,7 @@ class Cursor:
         self.rowcount = -1
         self._rows: Any = None
         self._row_type: type[Row] = Row
+        self._sql = ""
 
     # -- execution ---------------------------------------------------------------------------
     @staticmethod
@@ -104,6 +105,7 @@ class Cursor:
         self._reset()
         with self.connection._lock:
             self._results = self.connection._session.execute(sql, self._params(params))
+        self._sql = sql
         self._position = 0
         self._select(0)
         return self
@@ -134,6 +136,11 @@ class Cursor:
             self._row_type = _row_type(self.description)
             rows = result.rows
             self._rows = _ListRows(rows) if isinstance(rows, list) else rows
+            for fault in self.connection._faults or ():
+                if faults.dropping(fault, self._sql):
+                    self._rows = faults.DroppingRows(
+                        self._rows, fault, self.connection.path, self.connection.close
+                    )
             self.rowcount = -1
         else:
             self.description = None
@@ -227,6 +234,8 @@ class Connection:
     ) -> None:
         self.path = str(path)
         self.timeout = timeout
+        self._faults = faults.plan_for(self.path)  # injected by tests; None normally
+        faults.check_connect(self.path, self._faults)
         self._session = Session(self.path, autocommit=autocommit, timeout=timeout)
         self._lock = threading.RLock()
         self._closed = False

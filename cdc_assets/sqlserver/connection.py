@@ -290,9 +290,12 @@ class EmulatorConnectionFactory:
     def connect(self, *, autocommit: bool = True) -> DbapiConnection:
         from cdc_assets import emulator
 
-        conn: DbapiConnection = emulator.connect(
-            str(self.settings.path), autocommit=autocommit, timeout=self.settings.timeout
-        )
+        try:
+            conn: DbapiConnection = emulator.connect(
+                str(self.settings.path), autocommit=autocommit, timeout=self.settings.timeout
+            )
+        except emulator.Error as exc:
+            raise translate_dbapi_error(exc) from None
         return conn
 
 

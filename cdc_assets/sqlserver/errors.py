@@ -211,6 +211,8 @@ _OBJECT_RE = re.compile(r"Invalid object name '([^']*)'")
 _PERMISSION_ERRORS = frozenset({229, 230, 262, 297, 300, 916, 15247, 22902, 22904})
 _UNREACHABLE_ERRORS = frozenset({2, 53, 258, 1225, 10054, 10060, 10061, 11001, 20009, 20017})
 _UNREACHABLE_STATES = ("08001", "08S01", "HYT00", "HYT01")
+# the connection went away after it was made: reset by peer (TCP), FreeTDS read/write failed
+_CONNECTION_LOST_ERRORS = frozenset({10053, 10054, 20004, 20006})
 
 
 def native_error_number(exc: BaseException) -> int | None:
@@ -282,6 +284,14 @@ def translate_dbapi_error(
         match = _OBJECT_RE.search(text)
         if match and match.group(1).lower().lstrip("[").startswith("cdc"):
             return CdcNotEnabled(database, native_error=208)
+    if number in _CONNECTION_LOST_ERRORS or "Communication link failure" in text:
+        return SourceUnreachable(
+            text,
+            hint="The connection to the server was lost in the middle of the work; nothing "
+            "half-read is kept. The sync sensor retries the range after a pause; if it keeps "
+            "happening, check the network and the server's error log.",
+            native_error=number,
+        )
     if number in _UNREACHABLE_ERRORS or (state in _UNREACHABLE_STATES and number in (None, 0, -1)):
         return SourceUnreachable(text, native_error=number)
     if state.startswith("08"):
