@@ -30,7 +30,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from .arrow_types import datetimeoffset_from_odbc
 from .dbapi import DbapiConnection
-from .errors import LoginFailed, SqlServerError, is_dbapi_error, translate_dbapi_error
+from .errors import (
+    LoginFailed,
+    SourceUnreachable,
+    SqlServerError,
+    is_dbapi_error,
+    translate_dbapi_error,
+)
 
 __all__ = [
     "DEFAULT_DRIVER",
@@ -178,7 +184,17 @@ class OdbcSettings(BaseModel):
                 parts.append(("PWD", "***"))
             else:
                 password = self.resolve_password()
-                parts.append(("PWD", password.get_secret_value() if password else ""))
+                value = password.get_secret_value() if password else ""
+                if self.is_freetds and "}" in value:
+                    # FreeTDS before 1.4 (Debian 12 ships 1.3.17) does not undo the ODBC rule
+                    # of doubling '}' inside braces: the password would arrive altered or cut.
+                    raise LoginFailed(
+                        f"The password of {self.user!r} contains '}}', which FreeTDS (before "
+                        "1.4) cannot take in a connection string; it was not sent.",
+                        hint="Use the driver 'ODBC Driver 18 for SQL Server', or give the login "
+                        "a password without '}'.",
+                    )
+                parts.append(("PWD", value))
         elif not self.is_freetds:
             parts.append(("Trusted_Connection", "yes"))
         parts.append(("APP", self.application_name))
@@ -256,12 +272,49 @@ class OdbcConnectionFactory:
     settings: OdbcSettings
 
     def connect(self, *, autocommit: bool = True) -> DbapiConnection:
-        conn: DbapiConnection = _pyodbc_connect(
-            self.settings.connection_string(redact=False),
-            autocommit=autocommit,
-            timeout=self.settings.login_timeout,
-        )
-        return conn
+        s = self.settings
+        connection_string = s.connection_string(redact=False)
+        try:
+            conn: DbapiConnection = _pyodbc_connect(
+                connection_string, autocommit=autocommit, timeout=s.login_timeout
+            )
+        except SqlServerError as exc:
+            failure = exc
+        else:
+            return conn
+        # Raised outside the except block, so no chained error carries the driver's text.
+        raise self._explained(failure)
+
+    def _explained(self, exc: SqlServerError) -> SqlServerError:
+        """``exc`` with what the driver's text leaves out."""
+        s = self.settings
+        if isinstance(exc, LoginFailed):
+            # The server sends 4060 (no such database) before 18456, but FreeTDS ranks 18456
+            # first and pyodbc keeps only the first record: name what was asked for.
+            return LoginFailed(
+                f"{exc.message} (user {s.user!r}, database {s.database!r} on {self.where})",
+                hint=f"{exc.hint} Check that database {s.database!r} exists on {self.where}.",
+                native_error=exc.native_error,
+            )
+        tls_refused = s.is_freetds and s.encrypt == "yes" and not exc.native_error
+        if isinstance(exc, SourceUnreachable) and tls_refused:
+            # FreeTDS ends the pre-login handshake without a message when the server cannot
+            # encrypt; the host was reached, so say what really failed.
+            return SourceUnreachable(
+                f"TLS could not be negotiated with {self.where}: encrypt is 'yes' and the "
+                f"connection ended in the pre-login handshake ({exc.message}).",
+                hint="Enable TLS on the server (install a certificate), or set encrypt: no on a "
+                "trusted network; check that FreeTDS was built with TLS (tsql -C).",
+                native_error=exc.native_error,
+            )
+        return exc
+
+    @property
+    def where(self) -> str:
+        s = self.settings
+        if s.instance:
+            return f"{s.server}\\{s.instance}"
+        return f"{s.server}:{s.port or 1433}"
 
     def __repr__(self) -> str:
         return f"OdbcConnectionFactory({self.settings.connection_string(redact=True)!r})"

@@ -1,0 +1,222 @@
+"""The source password never reaches Dagster: not the run or event storage, not the compute
+logs, not the asset store, not a sensor error, not a log record or the process output.
+
+The project's real definitions are built for an ODBC (FreeTDS) source that points at a fake TDS
+server (:mod:`cdc_assets_tests.support.fake_tds`) which refuses every login, with the password in
+an environment variable. The sensor and a run of the sync job take the real connection path; the
+fake server decodes the password from LOGIN7, so the search below provably covers a path on which
+the password was in use, and the failures it searches say that the login failed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+from dagster import (
+    DagsterEventType,
+    DagsterInstance,
+    Definitions,
+    ExecuteInProcessResult,
+    build_sensor_context,
+)
+from dagster._core.definitions.sensor_definition import SensorExecutionData
+from dagster._serdes import serialize_value
+from dagster._utils.error import serializable_error_info_from_exc_info
+from pyspark.sql import SparkSession
+
+from cdc_assets import emulator
+from cdc_assets.config import parse_config
+from cdc_assets.dagster.definitions_builder import build_definitions
+from cdc_assets.dagster.names import SNAPSHOT_PARTITION, sensor_name, sync_job_name
+from cdc_assets.dagster.source import Source, select_tables
+from cdc_assets.emulator.workload import create_demo_database
+from cdc_assets.spark import versioned_parquet
+from cdc_assets.spark.asset_store import PROPERTIES_FILE
+from cdc_assets.sqlserver import discover
+from cdc_assets_tests.support.fake_tds import FakeTdsServer
+
+from .conftest import QUIET, SOURCE
+
+SECRET = "Hunter2;{pw=Xq7Z"  # no '}': FreeTDS 1.3 alters such passwords (test_freetds_login)
+FRAGMENT = "pw=Xq7"
+PASSWORD_ENV = "CDC_TEST_FAKE_TDS_PASSWORD"
+USER = "cdc_reader"
+NEEDLES = [
+    *(s.encode(codec) for s in (SECRET, FRAGMENT) for codec in ("utf-8", "utf-16-le")),
+    # as LOGIN7 carries it (nibbles swapped, XOR 0xA5): a raw packet dump would show this
+    bytes((((b << 4) | (b >> 4)) & 0xFF) ^ 0xA5 for b in SECRET.encode("utf-16-le")),
+]
+
+
+def _has_freetds() -> bool:
+    try:
+        import pyodbc
+    except ImportError:
+        return False
+    return "FreeTDS" in pyodbc.drivers()
+
+
+pytestmark = pytest.mark.skipif(
+    not _has_freetds(), reason="pyodbc or the FreeTDS ODBC driver is not installed"
+)
+
+
+def _odbc_source(tmp_path: Path, port: int) -> tuple[Source, Definitions]:
+    """The real config and definitions of an ODBC source on ``port``; the captured tables are
+    discovered from an emulated database (``load_source`` would have to log in)."""
+    db = tmp_path / "source.db"
+    conn = emulator.connect(str(db), autocommit=True)
+    create_demo_database(conn, rows_per_table=5, polling_interval=None)
+    emulator.scan(db)
+    found = discover(conn)
+    conn.close()
+    odbc = {
+        "server": "127.0.0.1",
+        "port": port,
+        "database": "shopdb",
+        "user": USER,
+        "password_env": PASSWORD_ENV,
+        "driver": "FreeTDS",
+        "encrypt": "no",
+        "login_timeout": 5,
+    }
+    config = parse_config(
+        {
+            "sources": [{"name": SOURCE, "connection": {"odbc": odbc}}],
+            "storage": {"base_path": str(tmp_path / "storage")},
+            "spark": {"master": "local[2]"},
+        },
+        base_dir=tmp_path,
+        origin="test config",
+    )
+    tables = tuple(select_tables(config.sources[0], found))
+    assert tables
+    source = Source(config.sources[0], tables, config.storage.base_path)
+    return source, build_definitions(config, [source])
+
+
+def _publish_snapshot_properties(source: Source) -> None:
+    """What a successful snapshot leaves for the sensor (properties only, no rows): with every
+    table snapshotted, the next tick asks the source for its max LSN, i.e. logs in."""
+    for table in source.tables:
+        assert table.instance.start_lsn is not None
+        lsn = table.instance.start_lsn.hex
+        location = source.store.location(table.change_log_key.path, SNAPSHOT_PARTITION)
+        version = location / "v-00000000000000000001-fake"
+        version.mkdir(parents=True)
+        properties = {"kind": "snapshot", "mode": "exact", "replay_from": lsn, "snapshot_lsn": lsn}
+        properties["capture_instance"] = table.instance.name
+        (version / PROPERTIES_FILE).write_text(json.dumps(properties))
+        versioned_parquet.switch_pointer(location, version.name)
+
+
+def _step_failures(result: ExecuteInProcessResult) -> str:
+    return "\n".join(
+        str(e.step_failure_data.error)
+        for e in result.all_events
+        if e.event_type == DagsterEventType.STEP_FAILURE
+    )
+
+
+def _files(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in sorted(root.rglob("*")) if p.is_file()]
+
+
+def test_password_reaches_no_dagster_storage(
+    tmp_path: Path,
+    spark: SparkSession,
+    instance: DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv(PASSWORD_ENV, SECRET)
+    texts: dict[str, str] = {}
+    with FakeTdsServer("login_failed") as server:
+        source, defs = _odbc_source(tmp_path, server.port)
+        sensor = defs.resolve_sensor_def(sensor_name(SOURCE))
+
+        def tick() -> SensorExecutionData:
+            context = build_sensor_context(
+                instance=instance,
+                instance_ref=instance.get_ref(),
+                definitions=defs,
+                sensor_name=sensor_name(SOURCE),
+            )
+            return sensor.evaluate_tick(context)
+
+        # 1. no snapshot yet: the tick requests the snapshot run without logging in
+        data = tick()
+        [request] = data.run_requests
+        assert request.partition_key == SNAPSHOT_PARTITION and server.logins == []
+        for add in data.dynamic_partitions_requests or []:
+            instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys or []))
+
+        # 2. the snapshot run logs in, is refused, and fails with the login failure
+        job = defs.resolve_job_def(sync_job_name(SOURCE))
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key=SNAPSHOT_PARTITION,
+            asset_selection=request.asset_selection,
+            tags=request.tags,
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+        assert not result.success
+        texts["step failure"] = _step_failures(result)
+        assert f"Login failed for user '{USER}'." in texts["step failure"], texts["step failure"]
+        assert "password environment variable" in texts["step failure"]  # the hint
+        assert len(server.logins) == 1
+
+        # 3. once snapshots exist, the tick itself logs in (max LSN) and fails with the refusal
+        _publish_snapshot_properties(source)
+        try:
+            tick()
+        except Exception as exc:
+            error = serializable_error_info_from_exc_info(sys.exc_info())
+            texts["sensor error"] = f"{exc}\n{exc!r}\n{error.to_string()}"
+        else:
+            pytest.fail("the tick succeeded against a server that refuses every login")
+        assert f"Login failed for user '{USER}'." in texts["sensor error"], texts["sensor error"]
+        assert "LoginFailed" in texts["sensor error"]
+    assert server.failures == []
+    # the password was really sent, both times, so it was in use on the paths searched below
+    assert [(x.user_name, x.password) for x in server.logins] == [(USER, SECRET)] * 2
+
+    runs = instance.get_runs()
+    assert [r.run_id for r in runs] == [result.run_id]
+    for run in runs:
+        texts[f"run {run.run_id}"] = f"{run!r}\n{serialize_value(run)}"
+        record = instance.get_run_record_by_id(run.run_id)
+        texts[f"run record {run.run_id}"] = repr(record)
+        entries = instance.all_logs(run.run_id)
+        texts[f"events of {run.run_id}"] = "\n".join(
+            f"{entry!r}\n{entry.dagster_event!r}\n{serialize_value(entry)}" for entry in entries
+        )
+    assert "Login failed for user" in texts[f"events of {result.run_id}"]
+    texts["caplog"] = caplog.text + "\n".join(
+        f"{r.getMessage()} {r.args!r} {r.exc_text}" for r in caplog.records
+    )
+    out, err = capfd.readouterr()
+    texts["stdout"], texts["stderr"] = out, err
+
+    for where, text in texts.items():
+        for needle in (SECRET, FRAGMENT):
+            assert needle not in text, f"the password leaked into {where}"
+
+    root = Path(instance.root_directory)
+    files = _files(root, tmp_path)
+    assert any(p.suffix == ".db" and root in p.parents for p in files)  # run/event storage
+    assert any(p.name == PROPERTIES_FILE for p in files)  # the asset store
+    found_login_failure = False
+    for path in files:
+        content = path.read_bytes()
+        found_login_failure |= b"Login failed for user" in content
+        for needle in NEEDLES:
+            assert needle not in content, f"the password leaked into {path}"
+    assert found_login_failure, "no stored file holds the failure: the file search found nothing"
