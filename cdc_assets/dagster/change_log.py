@@ -59,6 +59,7 @@ from .source import Source, Table
 
 COVERAGE = "coverage"
 CHAIN = "chain"
+BLOCKING = (COVERAGE, CHAIN)  # the checks that run with every change-log partition
 KINDS = {"sqlserver", "spark", "parquet"}
 IO_MANAGER = "cdc_io_manager"
 
@@ -479,7 +480,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                             {
                                 "reason": refused.description,
                                 "snapshot_version": snapshot.version if snapshot else None,
-                                "run_id": context.run_id,
+                                "run_id": context.run.run_id,
                             },
                         )
                         results = [refused, chain_result(table, lsn_range, ranges, snapshot)]

@@ -14,16 +14,24 @@ of tables, and more only when the max LSN moved past the end of the chain. It de
    has passed every snapshot LSN, so quiet tables get their mirrors too.
 
 The chain is read from the partition keys and the published data, never kept in the cursor, so a
-restarted daemon continues exactly where the chain ends.
+restarted daemon continues exactly where the chain ends. Evaluations of one source's sensor hold
+a lock while they decide and add the range (two overlapping evaluations would otherwise add
+overlapping ranges), and every run request has the run key ``<partition>#<runs so far>``, so
+evaluations that ask for the same run before it exists get one run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from dagster import (
+    AssetCheckKey,
     DagsterInstance,
     DagsterRunStatus,
     DefaultSensorStatus,
@@ -44,7 +52,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import get_max_lsn, plan_next_range
 
 from .chain import SnapshotInfo, chain_end, range_partitions
-from .change_log import snapshot_info
+from .change_log import BLOCKING, snapshot_info
 from .mirror import mirror_lsn
 from .names import PARTITION_TAG, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, SOURCE_TAG, sensor_name
 from .source import Source, Table
@@ -68,15 +76,28 @@ class Tick:
 
 
 def _request(
+    instance: DagsterInstance,
     source: Source,
     partition: str,
     tables: list[Table] | None = None,
     extra_tags: dict[str, str] | None = None,
 ) -> RunRequest:
+    """The run for ``partition``. Its run key is the partition and how many runs of it were
+    already launched, so two evaluations that decide the same thing before either run exists
+    (racing ticks) ask for one run: Dagster launches one run per run key of a sensor."""
+    tags = {SOURCE_TAG: source.name, PARTITION_TAG: partition}
+    attempt = instance.get_runs_count(filters=RunsFilter(tags=tags))
+    selection = None
+    checks = None
+    if tables is not None:  # only these tables, with their blocking checks (not the others)
+        selection = [t.change_log_key for t in tables]
+        checks = [AssetCheckKey(t.change_log_key, name) for t in tables for name in BLOCKING]
     return RunRequest(
+        run_key=f"{partition}#{attempt}",
         partition_key=partition,
-        asset_selection=[t.change_log_key for t in tables] if tables is not None else None,
-        tags={SOURCE_TAG: source.name, PARTITION_TAG: partition, **(extra_tags or {})},
+        asset_selection=selection,
+        asset_check_keys=checks,
+        tags={**tags, **(extra_tags or {})},
     )
 
 
@@ -161,7 +182,7 @@ def evaluate(
         if (why := _recent_failure(instance, source)) is not None:
             return Tick(None, None, why)
         new = SNAPSHOT_PARTITION if SNAPSHOT_PARTITION not in keys else None
-        return Tick(_request(source, SNAPSHOT_PARTITION, missing), new, None)
+        return Tick(_request(instance, source, SNAPSHOT_PARTITION, missing), new, None)
 
     ranges = range_partitions(keys)
     end = chain_end(ranges)
@@ -184,14 +205,18 @@ def evaluate(
                 )
                 return Tick(
                     _request(
-                        source, SNAPSHOT_PARTITION, list(gaps), {RESNAPSHOT_TAG: reason[:1000]}
+                        instance,
+                        source,
+                        SNAPSHOT_PARTITION,
+                        list(gaps),
+                        {RESNAPSHOT_TAG: reason[:1000]},
                     ),
                     None,
                     None,
                 )
             if (why := _recent_failure(instance, source)) is not None:
                 return Tick(None, None, why)
-            return Tick(_request(source, last.key), None, None)
+            return Tick(_request(instance, source, last.key), None, None)
         start = end
     else:
         start = min(s.replay_from for s in snapshots.values() if s)
@@ -225,7 +250,39 @@ def evaluate(
         next_range = LsnRange(start, maximum)
     if next_range is None:
         return Tick(None, None, f"no transaction was captured after {start.hex}")
-    return Tick(_request(source, next_range.key), next_range.key, None)
+    return Tick(_request(instance, source, next_range.key), next_range.key, None)
+
+
+LOCK_WAIT_SECONDS = 30.0
+
+
+@contextmanager
+def exclusive(source: Source) -> Iterator[bool]:
+    """Holds the source's sensor lock (True), or gives up after ``LOCK_WAIT_SECONDS`` (False).
+
+    Dagster evaluates one sensor's ticks one at a time, but two daemons, or a tick and a manual
+    evaluation, can overlap: each would plan ``(end, max]`` with its own max and add
+    overlapping ranges. Under this lock an evaluation sees the partition the previous one added.
+    An advisory ``flock`` next to the source's storage: it serialises processes on one host or
+    sharing that volume.
+    """
+    path = source.storage / f".{source.name}.sync-sensor.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(0.05)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def build_sync_sensor(
@@ -243,7 +300,12 @@ def build_sync_sensor(
     )
     def sync(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         cursor = json.loads(context.cursor) if context.cursor else {}
-        tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
+        with exclusive(source) as locked:
+            if not locked:
+                return SkipReason(f"another evaluation of the {source.name} sensor is running")
+            tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
+            if tick.new_partition is not None:  # visible to the next evaluation at once
+                context.instance.add_dynamic_partitions(partitions.name, [tick.new_partition])
         if tick.run_request is None:
             return SkipReason(tick.skip_reason)
         requests = []

@@ -80,10 +80,17 @@ class SyncHarness:
 
     def execute(self, request: RunRequest) -> ExecuteInProcessResult:
         job = self.defs.resolve_job_def(self.job_name)
+        selection = request.asset_selection
+        if request.asset_check_keys is not None:  # as the daemon launches it: these checks only
+            job = job.get_subset(
+                asset_selection=set(selection or []),
+                asset_check_selection=set(request.asset_check_keys),
+            )
+            selection = None
         result = job.execute_in_process(
             instance=self.instance,
             partition_key=request.partition_key,
-            asset_selection=request.asset_selection,
+            asset_selection=selection,
             tags=request.tags,
             run_config=QUIET,
             raise_on_error=False,

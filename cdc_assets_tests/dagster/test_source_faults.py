@@ -49,9 +49,12 @@ def _retry_now(harness: SyncHarness, monkeypatch: pytest.MonkeyPatch, key: str) 
     monkeypatch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
     data = harness.tick()
     assert [r.partition_key for r in data.run_requests] == [key]
+    assert data.run_requests[0].run_key == f"{key}#1"  # a new run, not the failed one again
     assert not data.dynamic_partitions_requests  # the same range, not a new one
     result = harness.execute(data.run_requests[0])
     assert result.success, failure_text(result)
+    checks = {e.check_name for e in result.get_asset_check_evaluations()}
+    assert checks == {"coverage", "chain"}  # the blocking checks only, not capture_health
 
 
 def _changes(harness: SyncHarness, steps: int) -> None:
