@@ -125,6 +125,16 @@ class TableSelection(_Model):
 
         return hit(self.include) and not hit(self.exclude)
 
+    def unmatched(self, names: list[tuple[str, str]]) -> list[str]:
+        """The include patterns written by the user (not the default ``*``) that match none of
+        ``names`` (``(schema, table)``): usually a typo, or a table CDC is not enabled on."""
+        lowered = [f"{schema}.{table}".lower() for schema, table in names]
+        return [
+            p
+            for p in self.include
+            if p != "*" and not any(fnmatch.fnmatchcase(n, p.lower()) for n in lowered)
+        ]
+
 
 class SyncPolicy(_Model):
     """How the sync sensor cuts the log into ranges."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dagster import AssetKey
 
-from cdc_assets.config import SourceConfig
+from cdc_assets.config import ConfigError, SourceConfig
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.sqlserver import (
     CaptureInstance,
@@ -74,7 +74,16 @@ class Source:
 
 
 def select_tables(config: SourceConfig, found: dict[tuple[str, str], SourceTable]) -> list[Table]:
-    """The captured tables ``config`` includes, each with its current capture instance."""
+    """The captured tables ``config`` includes, each with its current capture instance;
+    :class:`ConfigError` if an include pattern names no captured table."""
+    unmatched = config.tables.unmatched(list(found))
+    if unmatched:
+        captured = ", ".join(f"{schema}.{name}" for schema, name in sorted(found)) or "none"
+        raise ConfigError(
+            f"source {config.name!r}: tables.include {unmatched} match no table with change data "
+            f"capture enabled (captured tables: {captured}). Fix the name, or enable CDC on the "
+            "table with EXEC sys.sp_cdc_enable_table."
+        )
     tables = []
     for (schema, name), table in sorted(found.items()):
         if not config.tables.matches(schema, name):

@@ -1,6 +1,7 @@
 """Bad input meets a clear error and writes nothing: a hand-typed partition key, a range out of
-order, a database without CDC; and identifiers with quotes, brackets, spaces and unicode are
-quoted end to end, never injected."""
+order, a database without CDC, an include naming no captured table, a keyless table that cannot
+be snapshotted consistently, a table whose capture instance was dropped; and identifiers with
+quotes, brackets, spaces and unicode are quoted end to end, never injected."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from dagster import DagsterInstance, RunRequest
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.config import parse_config
+from cdc_assets.config import ConfigError, ProjectConfig, parse_config
 from cdc_assets.dagster.chain import range_partitions
-from cdc_assets.dagster.names import PARTITION_TAG, SOURCE_TAG, partitions_name
+from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.names import PARTITION_TAG, SNAPSHOT_PARTITION, SOURCE_TAG, partitions_name
 from cdc_assets.dagster.source import load_source
 from cdc_assets.emulator.demo_schema import ColumnDef, TableDef
 from cdc_assets.lsn import LsnRange
@@ -70,6 +72,82 @@ def test_a_range_out_of_order_fails_the_chain_check(harness: SyncHarness) -> Non
 def _add(harness: SyncHarness, key: str) -> str:
     harness.instance.add_dynamic_partitions(partitions_name(SOURCE), [key])
     return key
+
+
+def _config(tmp_path: Path, db: Path, include: list[str]) -> ProjectConfig:
+    return parse_config(
+        {
+            "sources": [
+                {
+                    "name": SOURCE,
+                    "connection": {"emulator": {"path": str(db)}},
+                    "tables": {"include": include},
+                }
+            ],
+            "storage": {"base_path": str(tmp_path / "storage")},
+        },
+        base_dir=tmp_path,
+        origin="test",
+    )
+
+
+def test_an_include_naming_no_captured_table_is_refused_at_load(harness: SyncHarness) -> None:
+    tmp_path = harness.db.parent
+    good = _config(tmp_path, harness.db, ["dbo.orders", "DBO.CUST*"])
+    assert {t.name for t in load_source(good.sources[0], tmp_path).tables} == {
+        "orders",
+        "customers",
+    }
+    bad = _config(tmp_path, harness.db, ["dbo.orders", "dbo.ordres", "sales.*"])
+    with pytest.raises(ConfigError) as caught:
+        load_source(bad.sources[0], tmp_path)
+    message = str(caught.value)
+    assert "['dbo.ordres', 'sales.*'] match no table with change data capture" in message
+    assert "dbo.orders" in message and "sp_cdc_enable_table" in message
+
+
+def test_a_keyless_table_without_snapshot_isolation_is_refused(harness: SyncHarness) -> None:
+    conn = harness.source.connect()
+    conn.cursor().execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION OFF")
+    conn.close()
+    keyless = next(t for t in harness.source.tables if not t.instance.key_columns)
+    text = _run(harness, SNAPSHOT_PARTITION)
+    assert f"Table {keyless.qualified_name} has no primary key or unique index" in text
+    assert "ALLOW_SNAPSHOT_ISOLATION ON" in text
+    assert not harness.source.store.is_published(keyless.change_log_key.path, SNAPSHOT_PARTITION)
+
+
+def test_a_dropped_capture_instance_fails_the_range_and_moves_no_mirror(
+    harness: SyncHarness,
+) -> None:
+    harness.sync()
+    for _ in range(5):
+        harness.workload.step()
+    harness.capture()
+    harness.sync()
+    before = harness.assert_mirrors_equal_source()
+    gone = harness.source.tables[0]
+    for _ in range(10):
+        harness.workload.step()
+    conn = harness.source.connect()
+    conn.cursor().execute(
+        "EXEC sys.sp_cdc_disable_table @source_schema = ?, @source_name = ?, "
+        "@capture_instance = 'all'",
+        gone.schema,
+        gone.name,
+    )
+    conn.close()
+    for _ in range(10):
+        harness.workload.step()
+    harness.capture()
+    request = harness.tick().run_requests[0]
+    result = harness.execute(request)
+    assert not result.success
+    text = failure_text(result)
+    assert f"{gone.qualified_name}: no capture instance covers LSN" in text
+    assert "sp_cdc_help_change_data_capture" in text
+    assert not harness.source.store.is_published(gone.change_log_key.path, request.partition_key)
+    assert {mirror_lsn(harness.source, t) for t in harness.source.tables} == {before}
 
 
 def test_a_database_without_cdc_says_so(tmp_path: Path) -> None:
