@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test lint demo bench clean
+.PHONY: setup test lint demo bench soak clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,10 @@ lint: setup
 
 test: lint
 	$(VENV)/bin/pytest -q
+
+# The fault soak of `make test` runs 45 s; this runs it for an hour (SOAK_SECONDS=... to change).
+soak: setup
+	CDC_SOAK_SECONDS=$(or $(SOAK_SECONDS),3600) $(VENV)/bin/pytest -q -s -m soak
 
 demo: setup
 	bash scripts/demo.sh
