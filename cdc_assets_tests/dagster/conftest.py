@@ -60,6 +60,16 @@ class SyncHarness:
 
     def tick(self) -> SensorExecutionData:
         """One evaluation of the real sensor on the real instance; partition requests applied."""
+        data = self.evaluate()
+        self.cursor = data.cursor
+        for request in data.dynamic_partitions_requests or []:
+            self.instance.add_dynamic_partitions(
+                request.partitions_def_name, list(request.partition_keys or [])
+            )
+        return data
+
+    def evaluate(self) -> SensorExecutionData:
+        """One evaluation of the real sensor from the current cursor (which it leaves alone)."""
         sensor = self.defs.resolve_sensor_def(sensor_name(SOURCE))
         # The instance ref is what the daemon passes too: run requests for dynamic partitions
         # are validated against the instance's keys plus the tick's own additions.
@@ -70,13 +80,7 @@ class SyncHarness:
             cursor=self.cursor,
             sensor_name=sensor_name(SOURCE),
         )
-        data = sensor.evaluate_tick(context)
-        self.cursor = data.cursor
-        for request in data.dynamic_partitions_requests or []:
-            self.instance.add_dynamic_partitions(
-                request.partitions_def_name, list(request.partition_keys or [])
-            )
-        return data
+        return sensor.evaluate_tick(context)
 
     def execute(self, request: RunRequest) -> ExecuteInProcessResult:
         job = self.defs.resolve_job_def(self.job_name)

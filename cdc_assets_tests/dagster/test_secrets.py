@@ -37,14 +37,17 @@ from cdc_assets.emulator.workload import create_demo_database
 from cdc_assets.spark import versioned_parquet
 from cdc_assets.spark.asset_store import PROPERTIES_FILE
 from cdc_assets.sqlserver import discover
-from cdc_assets_tests.support.fake_tds import FakeTdsServer
+from cdc_assets_tests.support.fake_tds import (
+    FRAGMENT,
+    PASSWORD_ENV,
+    SECRET,
+    USER,
+    FakeTdsServer,
+    has_freetds,
+)
 
 from .conftest import QUIET, SOURCE
 
-SECRET = "Hunter2;{pw=Xq7Z"  # no '}': FreeTDS 1.3 alters such passwords (test_freetds_login)
-FRAGMENT = "pw=Xq7"
-PASSWORD_ENV = "CDC_TEST_FAKE_TDS_PASSWORD"
-USER = "cdc_reader"
 NEEDLES = [
     *(s.encode(codec) for s in (SECRET, FRAGMENT) for codec in ("utf-8", "utf-16-le")),
     # as LOGIN7 carries it (nibbles swapped, XOR 0xA5): a raw packet dump would show this
@@ -52,16 +55,8 @@ NEEDLES = [
 ]
 
 
-def _has_freetds() -> bool:
-    try:
-        import pyodbc
-    except ImportError:
-        return False
-    return "FreeTDS" in pyodbc.drivers()
-
-
 pytestmark = pytest.mark.skipif(
-    not _has_freetds(), reason="pyodbc or the FreeTDS ODBC driver is not installed"
+    not has_freetds(), reason="pyodbc or the FreeTDS ODBC driver is not installed"
 )
 
 

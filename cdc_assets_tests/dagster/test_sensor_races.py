@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from dagster import RunRequest, build_sensor_context
+from dagster import RunRequest
 
 from cdc_assets.dagster import sync_sensor
 from cdc_assets.dagster.chain import range_partitions
-from cdc_assets.dagster.names import partitions_name, sensor_name
+from cdc_assets.dagster.names import partitions_name
 from cdc_assets.lsn import Lsn
 
 from .conftest import SOURCE, SyncHarness, failure_text
@@ -56,18 +56,6 @@ def _max_lsn_moving_on(harness: SyncHarness) -> Callable[[Any], Lsn]:
     return moving
 
 
-def _evaluate(harness: SyncHarness) -> Any:
-    sensor = harness.defs.resolve_sensor_def(sensor_name(SOURCE))
-    context = build_sensor_context(
-        instance=harness.instance,
-        instance_ref=harness.instance.get_ref(),
-        definitions=harness.defs,
-        cursor=harness.cursor,
-        sensor_name=sensor_name(SOURCE),
-    )
-    return sensor.evaluate_tick(context)
-
-
 def test_two_racing_evaluations_add_one_range_and_ask_for_one_run(
     harness: SyncHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,7 +67,7 @@ def test_two_racing_evaluations_add_one_range_and_ask_for_one_run(
     monkeypatch.setattr(sync_sensor, "get_max_lsn", _max_lsn_moving_on(harness))
 
     results: list[Any] = []
-    threads = [threading.Thread(target=lambda: results.append(_evaluate(harness))) for _ in "ab"]
+    threads = [threading.Thread(target=lambda: results.append(harness.evaluate())) for _ in "ab"]
     for thread in threads:
         thread.start()
     for thread in threads:

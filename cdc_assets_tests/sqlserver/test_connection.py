@@ -23,6 +23,7 @@ from cdc_assets.sqlserver.connection import (
     datetimeoffset_from_odbc,
 )
 from cdc_assets.sqlserver.errors import LoginFailed, SourceUnreachable, SqlServerError
+from cdc_assets_tests.support.fake_tds import has_freetds
 
 SECRET = "s3cr;et}pa=ss"
 
@@ -155,15 +156,7 @@ def test_datetimeoffset_converter() -> None:
     assert convert is not None and convert(raw) == value and convert(value) == value
 
 
-def _has_freetds() -> bool:
-    try:
-        import pyodbc
-    except ImportError:
-        return False
-    return "FreeTDS" in pyodbc.drivers()
-
-
-@pytest.mark.skipif(not _has_freetds(), reason="needs pyodbc and the FreeTDS ODBC driver")
+@pytest.mark.skipif(not has_freetds(), reason="needs pyodbc and the FreeTDS ODBC driver")
 def test_unreachable_server_through_freetds() -> None:
     secret = SECRET.replace("}", "")  # FreeTDS before 1.4 cannot take '}' (test_freetds_login)
     s = settings(server="127.0.0.1", port=1, driver="FreeTDS", login_timeout=2)
@@ -174,7 +167,7 @@ def test_unreachable_server_through_freetds() -> None:
     assert info.value.native_error == 20009
 
 
-@pytest.mark.skipif(not _has_freetds(), reason="needs pyodbc (libodbc)")
+@pytest.mark.skipif(not has_freetds(), reason="needs pyodbc (libodbc)")
 def test_missing_driver_says_which_are_installed() -> None:
     s = settings(driver="No Such Driver 99")
     with pytest.raises(SqlServerError) as info:

@@ -16,25 +16,21 @@ import pytest
 
 from cdc_assets.sqlserver.connection import OdbcSettings, connection_factory
 from cdc_assets.sqlserver.errors import LoginFailed, SourceUnreachable, SqlServerError
-from cdc_assets_tests.support.fake_tds import FakeTdsServer, Outcome
+from cdc_assets_tests.support.fake_tds import (
+    FRAGMENT,
+    PASSWORD_ENV,
+    SECRET,
+    USER,
+    FakeTdsServer,
+    Outcome,
+    has_freetds,
+)
 
 # Needs braces in a connection string (';', '{', '='); no '}' (see the brace test below).
-SECRET = "Hunter2;{pw=Xq7Z"
-FRAGMENT = "pw=Xq7"  # a distinctive piece, in case something quotes part of it
-PASSWORD_ENV = "CDC_TEST_FAKE_TDS_PASSWORD"
-USER = "cdc_reader"
-
-
-def _has_freetds() -> bool:
-    try:
-        import pyodbc
-    except ImportError:
-        return False
-    return "FreeTDS" in pyodbc.drivers()
 
 
 pytestmark = pytest.mark.skipif(
-    not _has_freetds(), reason="pyodbc or the FreeTDS ODBC driver is not installed"
+    not has_freetds(), reason="pyodbc or the FreeTDS ODBC driver is not installed"
 )
 
 
