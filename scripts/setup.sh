@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what cdc_assets needs on a fresh Debian machine: the ODBC driver manager that the
-# pyodbc wheel links against (plus FreeTDS), Java 17 for Spark, and a .venv with the project.
+# pyodbc wheel links against (plus FreeTDS), Java 17 for Spark, PostgreSQL (the tests start a
+# throwaway server to check the production instance, deploy/dagster.yaml), and a .venv with the
+# project.
 # Safe to run twice: every step checks before it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,8 @@ ldconfig -p | grep -q 'libodbc.so.2' || need_apt+=(unixodbc)
 if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
   need_apt+=(openjdk-17-jre-headless)
 fi
+# Debian keeps initdb and pg_ctl in /usr/lib/postgresql/<version>/bin, outside PATH.
+compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing system packages: ${need_apt[*]}"
   sudo_cmd=""
