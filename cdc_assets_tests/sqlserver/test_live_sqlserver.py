@@ -1,6 +1,7 @@
 """Against a real SQL Server (2017+, CDC enabled, SQL Server Agent running): discovery, exact
-snapshot, change reads. Set ``CDC_TEST_SQLSERVER_DSN`` to an ODBC connection string of a database
-where the login may create tables and enable CDC (db_owner), e.g.
+snapshot, change reads, and the whole sync through the project's Dagster definitions. Set
+``CDC_TEST_SQLSERVER_DSN`` to an ODBC connection string of a database where the login may create
+tables, enable CDC and set snapshot isolation (db_owner), e.g.
 ``DRIVER={ODBC Driver 18 for SQL Server};SERVER=localhost,1433;DATABASE=cdc_test;UID=sa;
 PWD=...;TrustServerCertificate=yes``.
 
@@ -13,13 +14,20 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from dagster import instance_for_test
 from pydantic import SecretStr
+from pyspark.sql import SparkSession
 
+from cdc_assets.config import parse_config
+from cdc_assets.dagster.definitions_builder import build_definitions
+from cdc_assets.dagster.source import load_source
 from cdc_assets.lsn import LsnRange
+from cdc_assets.spark.versioned_parquet import NotPublished
 from cdc_assets.sqlserver.catalog import CaptureInstance, database_info, discover
 from cdc_assets.sqlserver.changes import read_changes
 from cdc_assets.sqlserver.connection import DsnSettings, RawOdbcConnectionFactory
@@ -28,6 +36,7 @@ from cdc_assets.sqlserver.health import capture_health
 from cdc_assets.sqlserver.lsn_queries import get_max_lsn, wait_for_max_lsn
 from cdc_assets.sqlserver.ranges import plan_next_range
 from cdc_assets.sqlserver.snapshot import snapshot_table
+from cdc_assets_tests.dagster.conftest import SOURCE, SyncHarness
 
 DSN_VARIABLE = "CDC_TEST_SQLSERVER_DSN"
 
@@ -134,3 +143,62 @@ def test_discover_snapshot_and_changes(
     health = capture_health(conn)
     assert health.job_configured and health.max_lsn is not None
     assert instance.name in health.min_lsn_per_instance
+
+
+def _eventually_equal(harness: SyncHarness, timeout_s: float = 180) -> None:
+    """Sync until every mirror equals its table (capture on a real server is asynchronous)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        harness.sync()
+        try:
+            harness.assert_mirrors_equal_source()
+            return
+        except (AssertionError, NotPublished):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
+def test_sync_through_the_project_definitions(
+    live_table: tuple[Any, str], spark: SparkSession, tmp_path: Path
+) -> None:
+    """The real sensor, runs, change logs and mirrors on a real server: snapshot, then inserts,
+    updates and deletes, each time until every mirror equals the table."""
+    conn, table = live_table
+    cursor = conn.cursor()
+    cursor.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")  # exact snapshots
+    wait_for_instance(conn, table)
+    config = parse_config(
+        {
+            "sources": [
+                {
+                    "name": SOURCE,
+                    "connection": {"dsn": {"connection_string_env": DSN_VARIABLE}},
+                    "tables": {"include": [f"dbo.{table}"]},
+                    "sync": {"max_transactions_per_range": 3},
+                }
+            ],
+            "storage": {"base_path": str(tmp_path / "storage")},
+            "spark": {"master": "local[2]"},
+        },
+        base_dir=tmp_path,
+        origin="live test config",
+    )
+    source = load_source(config.sources[0], config.storage.base_path)
+    assert [t.name for t in source.tables] == [table]
+    defs = build_definitions(config, [source])
+    with instance_for_test() as instance:
+        harness = SyncHarness(tmp_path / "no-emulator", source, defs, instance, None, spark)  # type: ignore[arg-type]
+        for n in range(10, 20):
+            cursor.execute(
+                f"INSERT INTO [dbo].[{table}] ([id], [name], [amount], [at]) "
+                "VALUES (?, ?, ?, SYSDATETIMEOFFSET())",
+                n,
+                f"n{n}",
+                n * 1.25,
+            )
+        _eventually_equal(harness)
+        cursor.execute(f"UPDATE [dbo].[{table}] SET [amount] = [amount] + 1 WHERE [id] % 2 = 0")
+        cursor.execute(f"DELETE FROM [dbo].[{table}] WHERE [id] IN (11, 13)")
+        cursor.execute(f"INSERT INTO [dbo].[{table}] ([id], [name]) VALUES (99, N'late')")
+        _eventually_equal(harness)
