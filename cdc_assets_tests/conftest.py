@@ -1,4 +1,5 @@
-"""Shared fixtures: one Spark session for the whole test session (local[2], UI off)."""
+"""Shared fixtures: one Spark session for the whole test session (local[2], UI off); under
+`make test` each of the two pytest-xdist workers is its own test session with its own Spark."""
 
 from __future__ import annotations
 
