@@ -78,7 +78,9 @@ def test_random_workload_and_faults_end_with_every_mirror_equal(
     stats: Counter[str] = Counter()
     deadline = time.monotonic() + SOAK_SECONDS
     while time.monotonic() < deadline:
-        for _ in range(rng.randint(0, 12)):
+        # fewer transactions per round than a range holds, so a long soak does not build a
+        # backlog while a third of the rounds fail (measured at 15 min: 9 min to catch up with 0-12)
+        for _ in range(rng.randint(0, 8)):
             harness.workload.step()
         harness.capture()
         armed = _inject_random_fault(harness, rng, stats)
@@ -86,7 +88,7 @@ def test_random_workload_and_faults_end_with_every_mirror_equal(
         stats["faults fired"] += armed - len(faults.remaining(harness.db))
         faults.clear(harness.db)  # one that did not fire (its table had no read) is dropped
     harness.capture()
-    for _ in range(200):  # the network is back: catch up
+    for _ in range(1000):  # the network is back: catch up
         if not _step(harness, stats):
             break
     else:
