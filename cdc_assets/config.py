@@ -10,10 +10,13 @@
           # dsn: {connection_string_env: CDC_TEST_SQLSERVER_DSN}
         tables: {include: ["*"], exclude: ["dbo.audit_*"]}   # "schema.table" glob patterns
         sync: {sensor_interval_seconds: 5, min_range_interval_seconds: 0,
-               max_transactions_per_range: 10000, on_gap: resnapshot}   # or fail
+               max_transactions_per_range: 10000, on_gap: resnapshot,   # or fail
+               overdue_after_minutes: 15}    # mirrors' freshness policy (default: derived)
         snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
+        owners: ["team:data-platform"]       # shown on every asset of the source
     storage: {base_path: .demo/storage}
     spark: {master: "local[2]", conf: {}}
+    examples: [daily_orders]                 # the demo's downstream asset (needs dbo.orders)
 
 Relative paths are relative to the file. A bad file raises :class:`ConfigError` with one message
 naming every wrong field by its dotted path and saying what is wrong — never the values given,
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +36,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdc_assets.sqlserver.connection import DsnSettings, EmulatorSettings, OdbcSettings
+
+# Dagster's owner formats: an e-mail address or a team.
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_TEAM = re.compile(r"^team:[A-Za-z0-9_-]+$")
 
 __all__ = [
     "CONFIG_ENV",
@@ -149,6 +157,22 @@ class SyncPolicy(_Model):
         description="When cleanup removed changes the chain still needs: re-snapshot the "
         "table and rebuild its mirror, or stop and wait for a person.",
     )
+    overdue_after_minutes: float | None = Field(
+        default=None,
+        gt=0,
+        description="A mirror not updated for this long is overdue in the UI (its freshness "
+        "policy); warned at a third of it. Default: derived from the sensor interval.",
+    )
+
+    def freshness_windows(self) -> tuple[float, float]:
+        """(warn, fail) seconds of the mirrors' freshness policy: a mirror moves every range, a
+        range follows every ``sensor_interval + min_range_interval`` while the log moves, so
+        the default fails after 30 such cycles (15 minutes at least) and warns at a third."""
+        if self.overdue_after_minutes is not None:
+            fail = self.overdue_after_minutes * 60
+        else:
+            fail = max(900.0, 30 * (self.sensor_interval_seconds + self.min_range_interval_seconds))
+        return fail / 3, fail
 
 
 class SnapshotPolicy(_Model):
@@ -168,6 +192,22 @@ class SourceConfig(_Model):
     tables: TableSelection = TableSelection()
     sync: SyncPolicy = SyncPolicy()
     snapshot: SnapshotPolicy = SnapshotPolicy()
+    owners: tuple[str, ...] = Field(
+        default=(),
+        description="Shown as the owners of every asset of the source: e-mail addresses or "
+        "'team:<name>'.",
+    )
+
+    @field_validator("owners")
+    @classmethod
+    def _owner_format(cls, owners: tuple[str, ...]) -> tuple[str, ...]:
+        for owner in owners:
+            if not (_EMAIL.match(owner) or _TEAM.match(owner)):
+                raise ValueError(
+                    f"owner {owner!r} is neither an e-mail address nor 'team:<name>' "
+                    "(letters, digits, _ and -)"
+                )
+        return owners
 
     def connection_settings(self) -> OdbcSettings | EmulatorSettings | DsnSettings:
         return self.connection.settings()
@@ -188,6 +228,11 @@ class ProjectConfig(_Model):
     sources: tuple[SourceConfig, ...]
     storage: StorageConfig
     spark: SparkConfig = SparkConfig()
+    examples: tuple[Literal["daily_orders"], ...] = Field(
+        default=(),
+        description="Example assets built on the mirrors (the demo's): daily_orders, a daily "
+        "aggregate of dbo.orders written with Spark.",
+    )
 
     @field_validator("sources")
     @classmethod

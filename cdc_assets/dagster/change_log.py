@@ -53,7 +53,14 @@ from cdc_assets.sqlserver.health import SERVER_TIME_QUERY
 
 from .chain import SnapshotInfo, range_partitions
 from .io_manager import StoredFrame
-from .metadata import OPERATION_NAMES, operation_counts, table_metadata
+from .metadata import (
+    COLUMN_LINEAGE,
+    OPERATION_NAMES,
+    asset_tags,
+    column_lineage,
+    operation_counts,
+    table_metadata,
+)
 from .names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
 from .source import Source, Table
 
@@ -145,6 +152,7 @@ def _snapshot_output(
             "snapshot_mode": p["mode"],
             "capture_instance": p["capture_instance"],
             "snapshot_reason": MetadataValue.text(p["reason"]),
+            COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),
         }
 
     return StoredFrame(df, finalize, metadata)
@@ -202,6 +210,7 @@ def _range_output(
             "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
             "last_commit": stats.last_commit.isoformat() if stats.last_commit else None,
             "lag_seconds": lag,
+            "read_at": dt.datetime.now(dt.UTC).isoformat(),
             "columns_not_captured": not_captured,
             "coverage": {
                 "ok": not reasons,
@@ -229,6 +238,7 @@ def _range_output(
                 if p["columns_not_captured"]
                 else "none"
             ),
+            COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),
         }
 
     return StoredFrame(df, finalize, metadata)
@@ -400,6 +410,8 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
             "'snapshot' holds the rows at the snapshot LSN, each '<lo>-<hi>' partition the "
             "change rows with lo < __$start_lsn <= hi.",
             metadata=table_metadata(t.instance, t.qualified_name),
+            owners=list(source.config.owners),
+            tags=asset_tags(source.config, t.schema),
         )
         for t in source.tables
     }

@@ -18,9 +18,10 @@ from cdc_assets.config import ProjectConfig
 from cdc_assets.spark.session import DEFAULT_CONF, use_this_python_for_workers
 
 from .change_log import IO_MANAGER, build_change_logs
+from .examples import build_examples
 from .health_checks import build_capture_checks
 from .io_manager import SparkParquetIOManager
-from .metadata import table_metadata
+from .metadata import asset_tags, table_metadata
 from .mirror import build_mirrors
 from .mirror_checks import build_mirror_checks
 from .names import SOURCE_TAG, group_name, partitions_name, sync_job_name
@@ -51,6 +52,8 @@ def source_definitions(source: Source) -> Definitions:
             group_name=group_name(source.name),
             kinds={"sqlserver"},
             metadata=table_metadata(t.instance, t.qualified_name),
+            owners=list(source.config.owners),
+            tags=asset_tags(source.config, t.schema),
         )
         for t in source.tables
     ]
@@ -88,5 +91,6 @@ def build_definitions(config: ProjectConfig, sources: list[Source] | None = None
         IO_MANAGER: SparkParquetIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
     }
     return Definitions.merge(
-        *(source_definitions(s) for s in sources), Definitions(resources=resources)
+        *(source_definitions(s) for s in sources),
+        Definitions(assets=build_examples(config.examples, sources), resources=resources),
     )

@@ -12,6 +12,7 @@ sync job the mirrors run after the change logs of the same range, and their bloc
 the mirrors first.
 """
 
+import datetime as dt
 from collections.abc import Iterator
 from functools import reduce
 from typing import Any
@@ -22,6 +23,7 @@ from dagster import (
     AssetsDefinition,
     DynamicPartitionsDefinition,
     Failure,
+    MetadataValue,
     Output,
     multi_asset,
 )
@@ -34,7 +36,14 @@ from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from .chain import ChainGap, range_partitions, ranges_covering
 from .change_log import IO_MANAGER, parse_partition, snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame
-from .metadata import table_metadata
+from .metadata import (
+    COLUMN_LINEAGE,
+    asset_tags,
+    column_lineage,
+    mirror_freshness,
+    table_metadata,
+    text,
+)
 from .names import SNAPSHOT_PARTITION, group_name
 from .source import Source, Table
 
@@ -72,6 +81,29 @@ def _changes(
     if not frames:
         return None
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+
+
+def _as_of(source: Source, table: Table, applied: list[LsnRange]) -> dict[str, Any]:
+    """The commit time the mirror is at (the last applied range's last commit) and the lag
+    measured when that range was read."""
+    for lsn_range in reversed(applied):
+        p = source.store.properties(table.change_log_key.path, lsn_range.key) or {}
+        if p.get("last_commit"):
+            return {
+                "as_of_commit_time": p["last_commit"],
+                "lag_at_read_seconds": p.get("lag_seconds"),
+                "read_at": p.get("read_at"),
+            }
+    return {}
+
+
+def _lag_now(p: dict[str, Any]) -> float:
+    """Seconds from the mirror's last commit to now: the lag when its range was read plus the
+    time since (both from clocks of one side, so server and local clocks need not agree)."""
+    if p.get("lag_at_read_seconds") is None or not p.get("read_at"):
+        return 0.0
+    since = dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(p["read_at"])
+    return round(float(p["lag_at_read_seconds"]) + since.total_seconds(), 3)
 
 
 def _mirror_output(
@@ -121,8 +153,12 @@ def _mirror_output(
     # kept rows + upserts: without this, every merge would add files to the next version.
     merged = merged.coalesce(max(1, spark.sparkContext.defaultParallelism))
 
+    as_of = _as_of(source, table, needed)
+
     def finalize(written: DataFrame) -> dict[str, Any]:
         return {
+            **as_of,
+            "columns": written.columns,
             "kind": "mirror",
             "lsn": target.hex,
             "snapshot_version": snapshot.version,
@@ -141,6 +177,9 @@ def _mirror_output(
             "previous_lsn": p["previous_lsn"],
             "ranges_applied": len(p["applied_ranges"]),
             "rebuilt_from_snapshot": p["rebuilt_from_snapshot"],
+            "as_of_commit_time": text(p.get("as_of_commit_time") or "(snapshot only)"),
+            "lag_seconds": MetadataValue.float(_lag_now(p)),
+            COLUMN_LINEAGE: column_lineage(p["columns"], table.source_key),
         }
 
     return StoredFrame(merged, finalize, metadata), ""
@@ -165,6 +204,9 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             + ", merged incrementally from the change log; materializing range '<lo>-<hi>' "
             "brings it to hi.",
             metadata={LAYOUT: CURRENT_LAYOUT, **table_metadata(t.instance, t.qualified_name)},
+            owners=list(source.config.owners),
+            tags=asset_tags(source.config, t.schema),
+            freshness_policy=mirror_freshness(source.config),
         )
         for t in source.tables
     }

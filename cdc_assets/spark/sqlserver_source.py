@@ -38,6 +38,7 @@ from pyspark.sql.types import StructType
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import (
     CaptureInstance,
+    Column,
     DsnSettings,
     EmulatorSettings,
     OdbcSettings,
@@ -46,6 +47,7 @@ from cdc_assets.sqlserver import (
     read_changes,
     snapshot_table,
 )
+from cdc_assets.sqlserver.arrow_types import arrow_schema
 from cdc_assets.sqlserver.changes import change_schema
 from cdc_assets.sqlserver.chunks import plan_key_ranges
 from cdc_assets.sqlserver.snapshot import KeyRange, SnapshotMode, choose_mode, snapshot_schema
@@ -123,6 +125,12 @@ class Piece(InputPartition):
 def _spark_schema(schema: pa.Schema) -> StructType:
     nullable = pa.schema([f.with_nullable(True) for f in schema])
     return from_arrow_schema(nullable, prefer_timestamp_ntz=True)
+
+
+def spark_type_names(columns: Sequence[Column]) -> dict[str, str]:
+    """The Spark type each column is read as (``decimal(12,2)``, ``timestamp_ntz``, ...)."""
+    schema = _spark_schema(arrow_schema(columns).schema)
+    return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

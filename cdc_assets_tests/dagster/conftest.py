@@ -166,6 +166,8 @@ def make_harness(
     snapshot_mode: str = "auto",
     chunk_rows: int = 250_000,
     on_gap: str = "resnapshot",
+    owners: tuple[str, ...] = (),
+    examples: tuple[str, ...] = (),
 ) -> SyncHarness:
     db = tmp_path / "source.db"
     conn = emulator.connect(str(db), autocommit=True)
@@ -181,10 +183,12 @@ def make_harness(
                     "connection": {"emulator": {"path": str(db)}},
                     "sync": {"max_transactions_per_range": max_transactions, "on_gap": on_gap},
                     "snapshot": {"mode": snapshot_mode, "chunk_rows": chunk_rows},
+                    "owners": list(owners),
                 }
             ],
             "storage": {"base_path": str(tmp_path / "storage")},
             "spark": {"master": "local[2]"},
+            "examples": list(examples),
         },
         base_dir=tmp_path,
         origin="test config",
