@@ -103,6 +103,8 @@ if [ ! -f "$DAGSTER_HOME/dagster.yaml" ]; then
 # The Dagster instance of `make demo` (written by scripts/demo.sh; edit freely, it is kept).
 telemetry:
   enabled: false
+freshness:
+  enabled: true                # the mirrors' freshness policies: a stalled sync shows as overdue
 concurrency:
   runs:
     max_concurrent_runs: 4     # the sync sensor runs one range at a time per source

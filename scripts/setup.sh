@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what cdc_assets needs on a fresh Debian machine: the ODBC driver manager that the
 # pyodbc wheel links against (plus FreeTDS), Java 17 for Spark, PostgreSQL (the tests start a
-# throwaway server to check the production instance, deploy/dagster.yaml), and a .venv with the
-# project.
+# throwaway server to check the production instance, deploy/dagster.yaml), Chromium (the browser
+# test of the Dagster UI), and a .venv with the project.
 # Safe to run twice: every step checks before it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,8 @@ if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version
 fi
 # Debian keeps initdb and pg_ctl in /usr/lib/postgresql/<version>/bin, outside PATH.
 compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || need_apt+=(postgresql)
+# The browser test drives Debian's Chromium through Playwright (never a downloaded browser).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing system packages: ${need_apt[*]}"
   sudo_cmd=""

@@ -407,8 +407,8 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
             group_name=group_name(source.name),
             kinds=KINDS,
             description=f"Change log of {t.qualified_name} in source '{source.name}': partition "
-            "'snapshot' holds the rows at the snapshot LSN, each '<lo>-<hi>' partition the "
-            "change rows with lo < __$start_lsn <= hi.",
+            "'snapshot' holds the rows at the snapshot LSN, each `<lo>-<hi>` partition the "
+            "change rows with `lo < __$start_lsn <= hi`.",
             metadata=table_metadata(t.instance, t.qualified_name),
             owners=list(source.config.owners),
             tags=asset_tags(source.config, t.schema),

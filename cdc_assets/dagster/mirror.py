@@ -201,7 +201,7 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
                 if t.instance.key_columns
                 else "(no key: a multiset of rows)"
             )
-            + ", merged incrementally from the change log; materializing range '<lo>-<hi>' "
+            + ", merged incrementally from the change log; materializing range `<lo>-<hi>` "
             "brings it to hi.",
             metadata={LAYOUT: CURRENT_LAYOUT, **table_metadata(t.instance, t.qualified_name)},
             owners=list(source.config.owners),

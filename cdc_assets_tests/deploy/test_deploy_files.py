@@ -63,6 +63,8 @@ TEST_ONLY_APT_PACKAGES = {
     # cdc_assets_tests/deploy/test_postgres_instance.py starts a throwaway PostgreSQL server;
     # the deployed services use the postgres service (compose) or an external server (Helm).
     "postgresql",
+    # cdc_assets_tests/ui/test_browser.py drives Debian's Chromium; production has no browser.
+    "chromium",
 }
 
 # Top-level keys of the dagster/dagster chart (helm/dagster/values.yaml and its schema,
