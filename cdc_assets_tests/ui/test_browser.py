@@ -6,7 +6,8 @@ One scenario, in the order a person meets it: the sensor snapshots the demo sour
 removes changes of ``dbo.orders`` that the next range needs (``on_gap: fail``), so that range's
 coverage check fails and the sensor waits for a person. In the browser: the
 lineage graph runs sqlserver -> cdc -> mirror -> analytics/daily_orders; the change log lists the
-``snapshot`` and range partitions; the failed coverage check says what to do; the person does it
+``snapshot`` and range partitions, a range's metadata (commit times, rows per operation, lag) and
+its plots; the failed coverage check says what to do; the person does it
 (launches the ``snapshot`` partition from the Materialize dialog) and the run succeeds.
 Screenshots go to ``test-artifacts/browser/`` (``CDC_TEST_ARTIFACTS`` to change).
 """
@@ -205,8 +206,20 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
         at_3 = _lineage(page, dev, 3)
         assert set(at_3) == set(ORDERS), at_3
         assert at_3["sqlserver"] < at_3["cdc"] < at_3["mirror"] < at_3["downstream"], at_3
-        page.wait_for_timeout(3000)  # the graph zooms to fit after it renders
-        page.screenshot(path=artifacts / "01-lineage-sqlserver-cdc-mirror-daily_orders.png")
+        # For the picture, a fresh browser context: the graph keeps its zoom per context and
+        # fits the whole lineage only on a first visit.
+        fresh = page.context.browser.new_context(viewport={"width": 1600, "height": 1000})
+        try:
+            picture = fresh.new_page()
+            picture.goto(
+                f"{dev.url}/assets/{ORDERS['downstream']}?view=lineage&lineageScope=upstream"
+                "&lineageDepth=3"
+            )
+            picture.get_by_text("daily_orders", exact=True).filter(visible=True).first.wait_for()
+            picture.wait_for_timeout(3000)
+            picture.screenshot(path=artifacts / "01-lineage-sqlserver-cdc-mirror-daily_orders.png")
+        finally:
+            fresh.close()
 
         # 2. The change log's partitions: 'snapshot' and the ranges the sensor created.
         page.goto(f"{dev.url}/assets/{ORDERS['cdc']}?view=partitions")
@@ -214,6 +227,23 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             # long keys are shown middle-truncated, whole in the title
             page.locator(f'[title="{key}"]').filter(visible=True).first.wait_for()
         page.screenshot(path=artifacts / "02-cdc-partitions.png")
+
+        # The same range was read for the other tables: its metadata reads as a time range with
+        # rows per operation and lag, and the numeric entries are plotted.
+        customers = "cdc/demo/dbo/customers"
+        page.goto(f"{dev.url}/assets/{customers}?view=events")
+        for text in ("lsn_range", "commit_time_range", "rows_insert", "lag_seconds"):
+            page.get_by_text(text, exact=True).filter(visible=True).first.wait_for()
+        page.screenshot(path=artifacts / "02b-range-metadata.png")
+        page.goto(f"{dev.url}/assets/{customers}?view=overview")
+        plots = page.get_by_role("button", name="Plots")
+        plots.scroll_into_view_if_needed()
+        plots.click()
+        page.locator("canvas").filter(visible=True).first.wait_for()
+        lag_plot = page.get_by_text("lag_seconds", exact=True).filter(visible=True).first
+        lag_plot.scroll_into_view_if_needed()
+        page.wait_for_timeout(1000)
+        page.screenshot(path=artifacts / "02c-plots.png")
 
         # 3. The failed coverage check, with what happened and what to do.
         page.goto(f"{dev.url}/assets/{ORDERS['cdc']}?view=checks")
@@ -232,7 +262,9 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
         dialog.get_by_text("Select a partition or create one").click()
         menu = page.get_by_role("menu").last
         menu.get_by_text("snapshot", exact=True).filter(visible=True).click()
-        dialog.get_by_text("Partition selection").click()  # closes the partition menu
+        page.keyboard.press("Escape")  # closes the partition menu (the top layer) only
+        menu.wait_for(state="hidden")
+        dialog.get_by_text("1 partition", exact=True).wait_for()
         page.screenshot(path=artifacts / "04-materialize-snapshot-dialog.png")
         dialog.get_by_role("button", name="Launch 1 run").click()
         launched = wait_for(
