@@ -78,22 +78,11 @@ def build(path: Path, rows: int) -> tuple[float, float]:
             "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', "
             f"@source_name = N'{TABLE}', @role_name = NULL, @supports_net_changes = 1"
         )
-        per_statement = PARAMS_PER_STATEMENT // len(COLUMNS)
-        names = ", ".join(f"[{name}]" for name, _ in COLUMNS)
-        marks = "(" + ", ".join(["?"] * len(COLUMNS)) + ")"
+        # _common imports this module's table definition: imported here, not at the top
+        from _common import insert_rows
+
         started = time.perf_counter()
-        for start in range(0, rows, ROWS_PER_TRANSACTION):
-            end = min(rows, start + ROWS_PER_TRANSACTION)
-            conn.execute("BEGIN TRAN")
-            for first in range(start, end, per_statement):
-                last = min(end, first + per_statement)
-                params = [value for i in range(first, last) for value in _row(i)]
-                conn.execute(
-                    f"INSERT INTO [dbo].[{TABLE}] ({names}) VALUES "
-                    + ", ".join([marks] * (last - first)),
-                    params,
-                )
-            conn.execute("COMMIT")
+        insert_rows(conn, TABLE, 0, rows)
         inserted = time.perf_counter() - started
         started = time.perf_counter()
         while emulator.scan(path):
