@@ -20,20 +20,31 @@ and, per range run, where the time went, from the event log (sensor tick, run cr
 ``RUN_ENQUEUED`` … ``RUN_SUCCESS``, steps, materializations) and Spark's event log (switched on
 through the project config's ``spark.conf``: the SparkContext's start and the Spark jobs).
 
-Variants: ``default`` is the demo's setup (``sensor_interval_seconds: 5``, Dagster's run queue,
-no JVM options). ``tuned`` changes only settings a deployment owns, no product code: the sensor
-interval 1 s, the run queue's ``dequeue_interval_seconds: 1``, and driver JVM options (client JIT,
-serial GC, and a class-data-sharing archive of Spark's classes recorded in this run) in the
-project config's ``spark.conf``. After Dagster has stopped it times, in fresh processes, Spark's
-start with each JVM option against the default, the code location's load, and (when the Python
-packages of ``pyspark[connect]`` are importable, e.g. from ``.venv/bench-deps``) a session on a
-long-running Spark Connect server (the ``spark-connect`` jar ships in the pyspark wheel).
+Variants (each on its own fresh source; the ratios are against ``default`` of the same run):
+
+- ``default``: the demo's setup (``sensor_interval_seconds: 5``, Dagster's run queue, no JVM
+  options);
+- ``tuned``: only settings a deployment owns, no product code: sensor interval 1 s, the run
+  queue's ``dequeue_interval_seconds: 1``, and driver JVM options in the project config's
+  ``spark.conf`` (client JIT, serial GC, and a class-data-sharing archive of the classes a Spark
+  start loads, recorded at the start of this run);
+- ``in-process``: no ``dagster dev``: the sync sensor's ``evaluate()`` in a loop and each run it
+  asks for executed in this process on one Spark session kept across runs (what an in-process
+  run launcher with a long-lived Spark session would give; no run queue, process or Spark start).
+
+After the variants it times, in fresh processes, Spark's start with each JVM option against the
+default, the code location's load, and (when the Python packages of ``pyspark[connect]`` are
+importable, e.g. from ``.venv/bench-deps``) a session on a long-running Spark Connect server (the
+``spark-connect`` jar ships in the pyspark wheel). Spark's event log is on in every variant (for
+the breakdown); the in-process variant also turns Spark's console progress bar off.
 
 The code of this checkout is what runs (it goes first on ``PYTHONPATH``), whatever checkout the
 venv's editable install points at.
 
-    .venv/bin/python benchmarks/freshness.py            # 300 s of workload per variant
+    .venv/bin/python benchmarks/freshness.py            # 300 s of workload per variant (~30 min)
     .venv/bin/python benchmarks/freshness.py --quick    # 60 s per variant, fewer repetitions
+    .venv/bin/python benchmarks/freshness.py --keep DIR # keep sources, storage, logs, event logs
+    .venv/bin/python benchmarks/freshness.py --reanalyze DIR  # report again from a kept DIR
 """
 
 from __future__ import annotations
@@ -321,6 +332,7 @@ class InProcess:
         self.instance = DagsterInstance.from_config(str(home))
         self.proc = self  # ``poll()`` for wait_for's liveness check
         self.failed = 0
+        self.quiet = False
 
     def poll(self) -> None:
         return None
@@ -343,6 +355,13 @@ class InProcess:
             raise_on_error=False,
         )
         self.failed += not result.success
+        if not self.quiet:  # Spark logs to this process's console here: warnings and errors only
+            from pyspark.sql import SparkSession
+
+            session = SparkSession.getActiveSession()
+            if session is not None:
+                session.sparkContext.setLogLevel("ERROR")
+                self.quiet = True
         return True
 
     def work_until(self, done: Callable[[], bool], timeout: float) -> None:
@@ -421,6 +440,8 @@ def write_setup(workdir: Path, variant: Variant, cds: Path | None) -> tuple[Path
         "spark.eventLog.compress": "false",
         "spark.eventLog.rolling.enabled": "false",
     }
+    if variant.in_process:  # its Spark logs to this process's console
+        conf["spark.ui.showConsoleProgress"] = "false"
     if variant.java_options:
         conf["spark.driver.extraJavaOptions"] = variant.java_options.replace(
             "{cds}", str(cds or "")
@@ -906,8 +927,12 @@ def report_variant(result: dict) -> dict[str, float]:
     print(
         f"  {len(ranges)} range runs during the workload ({', '.join(f'{n} {s}' for s, n in statuses.items())}); "  # noqa: E501
         f"one run every {fmt(percentile(cycles, 0.5), 0)} s (p50, created → next created); "
-        f"sensor ticks every {fmt(percentile(spacing, 0.5), 0)} s p50, "
-        f"{fmt(percentile(spacing, 0.95), 0)} s p95"
+        + (
+            f"sensor ticks every {fmt(percentile(spacing, 0.5), 0)} s p50, "
+            f"{fmt(percentile(spacing, 0.95), 0)} s p95"
+            if spacing
+            else "no sensor daemon"
+        )
     )
     print(f"  where the time goes, per range run ({len(rows)} runs), seconds:")
     print(f"    {'component':<56} {'p50':>7} {'p95':>7} {'max':>7}")
@@ -1148,18 +1173,32 @@ def probes(workdir: Path, cds: Path, repeat: int, extra_deps: str | None) -> Non
 
 
 def compare(summaries: dict[str, dict[str, float]]) -> None:
+    """Each variant's figures side by side, and each one's ratio to ``default``."""
     if len(summaries) < 2 or "default" not in summaries:
         return
-    print("\nvariants against default (seconds, p50 of the runs for the components):")
+    print("\nvariants against default (seconds; components: p50 over the range runs):")
     d = summaries["default"]
+    others = [n for n in summaries if n != "default"]
     keys = [("freshness p50", "p50"), ("freshness p95", "p95")] + [
         (label.strip(), key) for label, key in COMPONENTS if key in d
     ]
-    print(f"  {'':<56} " + " ".join(f"{n:>9}" for n in summaries) + "  ratio")
+    print(
+        f"  {'':<56} "
+        + " ".join(f"{n[:10]:>10}" for n in summaries)
+        + "".join(f" {('/' + n)[:10]:>10}" for n in others)
+    )
     for label, key in keys:
         values = [summaries[n].get(key, math.nan) for n in summaries]
-        last = values[-1] / d[key] if d.get(key) else math.nan
-        print(f"  {label[:56]:<56} " + " ".join(fmt(v, 9) for v in values) + f"  {fmt(last, 5)}")
+        ratios = [
+            d[key] / summaries[n].get(key, math.nan) if summaries[n].get(key) else math.nan
+            for n in others
+        ]
+        print(
+            f"  {label[:56]:<56} "
+            + " ".join(fmt(v, 10) for v in values)
+            + "".join(f" {fmt(r, 10)}" for r in ratios)
+        )
+    print("  (/x: default's figure divided by x's, so > 1 means x is faster)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1169,7 +1208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tps", type=float, default=5.0, help="transactions per second (5)")
     parser.add_argument("--rows", type=int, default=1000, help="initial rows per table (1000)")
     parser.add_argument(
-        "--variants", default="default,tuned", help=f"comma-separated, of {', '.join(VARIANTS)}"
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated, of {', '.join(VARIANTS)} (all)",
     )
     parser.add_argument("--setup-timeout", type=float, default=600.0)
     parser.add_argument("--drain-timeout", type=float, default=600.0)
