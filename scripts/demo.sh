@@ -105,6 +105,11 @@ telemetry:
   enabled: false
 freshness:
   enabled: true                # the mirrors' freshness policies: a stalled sync shows as overdue
+run_coordinator:               # launch queued runs within a second, not Dagster's default 5 s
+  module: dagster
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
 concurrency:
   runs:
     max_concurrent_runs: 4     # the sync sensor runs one range at a time per source

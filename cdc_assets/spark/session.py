@@ -18,6 +18,8 @@ from pyspark.sql import SparkSession
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.enabled": "false",
+    # no "[Stage n: ...]" progress bars in run logs and dagster dev's console
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",

@@ -73,7 +73,8 @@ class DagsterDev:
 def write_project(
     tmp: Path, source_db: Path, *, sync: dict[str, Any], examples: list[str]
 ) -> tuple[Path, Path]:
-    """A cdc_assets config for ``source_db`` and a DAGSTER_HOME (freshness on, telemetry off)."""
+    """A cdc_assets config for ``source_db`` and a DAGSTER_HOME like the demo's (freshness on,
+    telemetry off, queued runs launched within a second)."""
     config = tmp / "cdc_assets.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -87,7 +88,13 @@ def write_project(
                     }
                 ],
                 "storage": {"base_path": str(tmp / "storage")},
-                "spark": {"master": "local[2]"},
+                # as the demo's config: a faster-starting driver JVM (one per run)
+                "spark": {
+                    "master": "local[2]",
+                    "conf": {
+                        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+                    },
+                },
                 "examples": examples,
             }
         )
@@ -96,6 +103,8 @@ def write_project(
     home.mkdir()
     (home / "dagster.yaml").write_text(
         "telemetry:\n  enabled: false\nfreshness:\n  enabled: true\n"
+        "run_coordinator:\n  module: dagster\n  class: QueuedRunCoordinator\n"
+        "  config:\n    dequeue_interval_seconds: 1\n"
     )
     return config, home
 
