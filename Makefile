@@ -20,9 +20,11 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 # Two pytest workers, whole files per worker: most of a sync test's time is latency (Spark job
-# scheduling, Dagster events), so two overlap well on 2 cores (measured: 10 min in all).
+# scheduling, Dagster events), so two overlap well on 2 cores (measured: 10 min in all). Files go
+# out in collection order, the longest first (cdc_assets_tests/conftest.py), not xdist's "most
+# tests first", which left the one-test browser file running alone at the end.
 test: lint
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The fault soak of `make test` runs 45 s; this runs it for an hour (SOAK_SECONDS=... to change).
 soak: setup

@@ -100,7 +100,7 @@ def _as_of(source: Source, table: Table, applied: list[LsnRange]) -> dict[str, A
 def _lag_now(p: dict[str, Any]) -> float:
     """Seconds from the mirror's last commit to now: the lag when its range was read plus the
     time since (both from clocks of one side, so server and local clocks need not agree)."""
-    if p.get("lag_at_read_seconds") is None or not p.get("read_at"):
+    if p.get("lag_at_read_seconds") is None:
         return 0.0
     since = dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(p["read_at"])
     return round(float(p["lag_at_read_seconds"]) + since.total_seconds(), 3)
@@ -178,7 +178,8 @@ def _mirror_output(
             "ranges_applied": len(p["applied_ranges"]),
             "rebuilt_from_snapshot": p["rebuilt_from_snapshot"],
             "as_of_commit_time": text(p.get("as_of_commit_time") or "(snapshot only)"),
-            "lag_seconds": MetadataValue.float(_lag_now(p)),
+            # no lag for a mirror that is only its snapshot: no range commit to measure it from
+            **({"lag_seconds": MetadataValue.float(_lag_now(p))} if p.get("read_at") else {}),
             COLUMN_LINEAGE: column_lineage(p["columns"], table.source_key),
         }
 
