@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import pickle
 import re
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -217,8 +218,15 @@ class SqlServerDataSource(DataSource):
         return _Reader(self._plan(), schema)
 
 
+# Sessions the data source is registered with: registering again replaces it, and Spark logs a
+# warning for that on every read.
+_REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+
+
 def _load(spark: SparkSession, plan: ReadPlan) -> DataFrame:
-    spark.dataSource.register(SqlServerDataSource)
+    if spark not in _REGISTERED:
+        spark.dataSource.register(SqlServerDataSource)
+        _REGISTERED.add(spark)
     return (
         spark.read.format(DATA_SOURCE_NAME)
         .schema(_spark_schema(plan.arrow_schema))
