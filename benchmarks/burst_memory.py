@@ -262,14 +262,7 @@ class Driver:
         from cdc_assets.dagster.names import sync_job_name
 
         job = self.defs.resolve_job_def(sync_job_name(self.source.name))
-        result = job.execute_in_process(
-            instance=self.instance,
-            partition_key=request.partition_key,
-            asset_selection=request.asset_selection,
-            tags=request.tags,
-            run_config=_common.quiet_run_config(),
-            raise_on_error=False,
-        )
+        result = _common.execute_request(job, self.instance, request)
         if not result.success:
             raise SystemExit(f"the run of {request.partition_key} failed")
 

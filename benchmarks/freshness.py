@@ -346,14 +346,7 @@ class InProcess:
             return False
         if decision.new_partition is not None:
             self.instance.add_dynamic_partitions(self.partitions_name, [decision.new_partition])
-        result = self.job.execute_in_process(
-            instance=self.instance,
-            partition_key=request.partition_key,
-            asset_selection=request.asset_selection,
-            tags=request.tags,
-            run_config=_common.quiet_run_config(),
-            raise_on_error=False,
-        )
+        result = _common.execute_request(self.job, self.instance, request)
         self.failed += not result.success
         if not self.quiet:  # Spark logs to this process's console here: warnings and errors only
             from pyspark.sql import SparkSession

@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,8 @@ from typing import Any
 
 import pyspark
 
+from cdc_assets_tests.support.net import free_port
+
 from . import standalone_runner
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,12 +37,6 @@ SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT = 60.0
 RUNNER_TIMEOUT = 150.0
 STOP_TIMEOUT = 15.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get_json(url: str) -> Any:
@@ -142,7 +137,7 @@ def standalone_cluster(root: Path) -> Iterator[Cluster]:
         "SPARK_DAEMON_MEMORY": "512m",
     }
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    master_port, master_webui, worker_webui = _free_port(), _free_port(), _free_port()
+    master_port, master_webui, worker_webui = free_port(), free_port(), free_port()
 
     def start(name: str, *args: str) -> subprocess.Popen[bytes]:
         with open(root / f"{name}.log", "wb") as log:
@@ -227,7 +222,7 @@ def _run(cluster: Cluster, root: Path) -> tuple[dict[str, Any] | None, str, int,
             {
                 "work": str(root / "runner"),
                 "master_webui_port": cluster.master_webui,
-                "driver_ui_port": _free_port(),
+                "driver_ui_port": free_port(),
             }
         )
     )

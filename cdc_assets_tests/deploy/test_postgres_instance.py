@@ -17,7 +17,6 @@ import pwd
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from pyspark.sql import SparkSession
 from cdc_assets.config import CONFIG_ENV
 from cdc_assets.dagster.names import SOURCE_TAG, partitions_name, sync_job_name
 from cdc_assets_tests.dagster.conftest import SOURCE, SyncHarness, make_harness
+from cdc_assets_tests.support.net import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER_YAML = REPO / "deploy" / "dagster.yaml"
@@ -89,12 +89,6 @@ def _server_user_prefix() -> list[str]:
     return ["runuser", "-u", SERVER_USER, "--"]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _run(command: list[str], what: str, cwd: Path) -> None:
     done = subprocess.run(
         command, cwd=cwd, capture_output=True, text=True, timeout=120, check=False
@@ -120,7 +114,7 @@ def postgres() -> Iterator[PostgresServer]:
         settings = ["--locale=C", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"]
         _run([*prefix, *initdb, *settings], "initdb", cwd=base)  # a cwd the server user can enter
         for _attempt in range(3):  # another process may take the free port before we bind it
-            port = _free_port()
+            port = free_port()
             options = (
                 f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={base}"
                 " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"

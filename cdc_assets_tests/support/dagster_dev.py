@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,15 +19,11 @@ from typing import Any, TypeVar
 
 import yaml
 
+from cdc_assets_tests.support.net import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path) -> T:
