@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what cdc_assets needs on a fresh Debian machine: the ODBC driver manager that the
 # pyodbc wheel links against (plus FreeTDS, and what Microsoft's ODBC Driver 18 wheel needs),
-# Java 17 for Spark, PostgreSQL (the tests start a throwaway server to check the production instance, deploy/dagster.yaml), Chromium (the browser
-# test of the Dagster UI), and a .venv with the project.
+# Java 17 for Spark, PostgreSQL (the tests start a throwaway server to check the production
+# instance, deploy/dagster.yaml), Chromium (the browser test of the Dagster UI), and a .venv
+# with the project.
 # Safe to run twice: every step checks before it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cdc_assets import emulator
+from cdc_assets.emulator import Error as EmulatorError
 
 from . import requests as rq
 from .catalog_rpc import datatype_info
@@ -145,7 +146,7 @@ class ClientConnection:
             self.conn = emulator.connect(
                 self.server.path, autocommit=True, timeout=self.server.lock_timeout
             )
-        except emulator.Error as exc:
+        except EmulatorError as exc:
             self._send_reply(b"".join(error_tokens(exc)) + done(DONE_ERROR))
             return False
         size = login.packet_size or 4096
@@ -263,7 +264,7 @@ class ClientConnection:
         cursor = self.conn.cursor()
         try:
             cursor.execute(sql, list(params))
-        except emulator.Error as exc:
+        except EmulatorError as exc:
             self._sync_transaction(writer, sql, failed=True)
             for token_bytes in error_tokens(exc):
                 writer.write(token_bytes)
@@ -291,7 +292,7 @@ class ClientConnection:
                 writer.write(done(status | self._inxact(), count, token=token))
                 if not following:
                     return True
-        except emulator.Error as exc:
+        except EmulatorError as exc:
             for token_bytes in error_tokens(exc):
                 writer.write(token_bytes)
             writer.write(done(DONE_ERROR | (DONE_MORE if more else 0), token=token))
@@ -388,7 +389,7 @@ class ClientConnection:
                 )
                 writer.write(done(DONE_ERROR))
                 return
-        except emulator.Error as exc:
+        except EmulatorError as exc:
             for token_bytes in error_tokens(exc):
                 writer.write(token_bytes)
             writer.write(done(DONE_ERROR | self._inxact()))

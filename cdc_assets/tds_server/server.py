@@ -81,7 +81,7 @@ class TdsServer:
         database: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        tls: bool = True,
+        tls: bool | ssl.SSLContext = True,
         lock_timeout: float = 30.0,
         login_timeout: float = 10.0,
         max_connections: int = 200,
@@ -93,7 +93,10 @@ class TdsServer:
         self.database = database or Path(path).stem
         self.host = host
         self._requested_port = port
-        self.tls_context = self_signed_context() if tls else None
+        if isinstance(tls, ssl.SSLContext):
+            self.tls_context: ssl.SSLContext | None = tls
+        else:
+            self.tls_context = self_signed_context() if tls else None
         self.lock_timeout = lock_timeout
         self.login_timeout = login_timeout
         self.max_connections = max_connections
@@ -169,6 +172,8 @@ class TdsServer:
     def stop(self) -> None:
         self._stopping.set()
         if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
             with contextlib.suppress(OSError):
                 self._listener.close()
         with self._lock:
