@@ -193,7 +193,8 @@ class ClientConnection:
                 else:
                     raise ProtocolError(f"unexpected packet type {kind}")
             except Cancelled:
-                writer.discard()
+                # the buffer ends on a whole token (tokens are written whole): the client reads
+                # on to the acknowledgement
                 writer.write(done(DONE_ATTN))
             writer.finish()
 
@@ -295,6 +296,13 @@ class ClientConnection:
         except EmulatorError as exc:
             for token_bytes in error_tokens(exc):
                 writer.write(token_bytes)
+            writer.write(done(DONE_ERROR | (DONE_MORE if more else 0), token=token))
+            return False
+        except (Cancelled, ClientGone, ProtocolError):
+            raise
+        except Exception as exc:  # a value the server cannot encode: this request fails only
+            log.exception("TDS server failed while sending a result")
+            writer.write(b"".join(internal_error_tokens(exc)))
             writer.write(done(DONE_ERROR | (DONE_MORE if more else 0), token=token))
             return False
         finally:
