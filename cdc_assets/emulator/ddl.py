@@ -222,7 +222,7 @@ def _create_table(tr: Translator, node: exp.Create, text: str) -> Callable[[Sess
 
     def run(session: Session) -> None:
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         if cat.find(name, schema) is not None:
             raise errors.server_error(
                 2714, f"There is already an object named '{name}' in the database."
@@ -280,7 +280,7 @@ def _create_table(tr: Translator, node: exp.Create, text: str) -> Callable[[Sess
                 "INSERT INTO _emu_key_columns (object_id, column_id, key_ordinal) VALUES (?, ?, ?)",
                 (oid, cid, ordinal),
             )
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, (oid,))
 
     return run
 
@@ -318,7 +318,7 @@ def _create_schema(node: exp.Create) -> Callable[[Session], None]:
 
     def run(session: Session) -> None:
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         if name.lower() in cat.schemas:
             raise errors.server_error(
                 2714, f"There is already an object named '{name}' in the database."
@@ -327,7 +327,7 @@ def _create_schema(node: exp.Create) -> Callable[[Session], None]:
         db.execute(
             "INSERT INTO _emu_schemas (schema_id, name) VALUES (?, ?)", (max(int(top), 5) + 1, name)
         )
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, ())
 
     return run
 
@@ -354,8 +354,7 @@ def _create_index(tr: Translator, node: exp.Create) -> Callable[[Session], None]
     unique = bool(node.args.get("unique"))
 
     def run(session: Session) -> None:
-        cat = catalog_mod.load(session.db)
-        table = _user_table(cat, index.args["table"], session.db_name)
+        table = _user_table(session.refresh_catalog(), index.args["table"], session.db_name)
         for name, _ in columns:
             if table.column(name) is None:
                 raise errors.invalid_column(name)
@@ -376,7 +375,7 @@ def _drop_index(tr: Translator, node: exp.Drop) -> Callable[[Session], None]:
         raise errors.not_supported("DROP INDEX without ON <table>")
 
     def run(session: Session) -> None:
-        table = _user_table(catalog_mod.load(session.db), target, session.db_name)
+        table = _user_table(session.refresh_catalog(), target, session.db_name)
         for name in names:
             exists = "IF EXISTS " if node.args.get("exists") else ""
             session.sqlite(f"DROP INDEX {exists}{quote(_index_name(table, name))}")
@@ -426,8 +425,7 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Sessio
 
     def run(session: Session) -> None:
         db = session.db
-        cat = catalog_mod.load(db)
-        table = _user_table(cat, table_node, session.db_name)
+        table = _user_table(session.refresh_catalog(), table_node, session.db_name)
         assert table.object_id is not None
         oid = table.object_id
         quoted = quote(table.physical)
@@ -492,11 +490,10 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Sessio
                 "DELETE FROM _emu_columns WHERE object_id = ? AND column_id = ?",
                 (oid, column.column_id),
             )
+        storage.bump_catalog(db, (oid,))
         if table.tracked:
-            refreshed = catalog_mod.load(db).tables_by_id[oid]
-            changelog.install_triggers(db, refreshed)
+            changelog.install_triggers(db, session.refresh_catalog().tables_by_id[oid])
             _log_ddl(session, table, text)
-        storage.bump_catalog(db)
 
     return run
 
@@ -513,7 +510,7 @@ def _drop_tables(tr: Translator, node: exp.Drop) -> Callable[[Session], None]:
 
         db = session.db
         for table_node in tables:
-            cat = catalog_mod.load(db)
+            cat = session.refresh_catalog()
             found = cat.find(table_node.name, table_node.db or None)
             if found is None or found.kind != "user":
                 if if_exists and found is None:
@@ -526,7 +523,8 @@ def _drop_tables(tr: Translator, node: exp.Drop) -> Callable[[Session], None]:
                     "or you do not have permission.",
                 )
             assert found.object_id is not None
-            for instance in cat.instances_of(found.object_id):
+            instances = cat.instances_of(found.object_id)
+            for instance in instances:
                 procedures.drop_instance(db, instance)
             if found.tracked:
                 changelog.drop_log(db, found.object_id)
@@ -536,6 +534,6 @@ def _drop_tables(tr: Translator, node: exp.Drop) -> Callable[[Session], None]:
             session.sqlite(f"DROP TABLE {quote(found.physical)}")
             for table in ("_emu_objects", "_emu_columns", "_emu_key_columns"):
                 db.execute(f"DELETE FROM {table} WHERE object_id = ?", (found.object_id,))
-            storage.bump_catalog(db)
+            storage.bump_catalog(db, (found.object_id, *(i.object_id for i in instances)))
 
     return run

@@ -143,14 +143,14 @@ def _enable_db(session: Session, args: dict[str, Any]) -> None:
         )
         storage.create_cdc_tables(db)
         db.execute("UPDATE _emu_meta SET value = 1 WHERE key = 'cdc_enabled'")
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, ())
     return None
 
 
 def _disable_db(session: Session, args: dict[str, Any]) -> None:
     with session.write_scope():
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         if not cat.cdc_enabled:
             return None
         for instance in list(cat.instances.values()):
@@ -161,6 +161,7 @@ def _disable_db(session: Session, args: dict[str, Any]) -> None:
         db.execute("UPDATE _emu_objects SET is_tracked_by_cdc = 0")
         db.execute("DELETE FROM _emu_ddl_log")
         db.execute("DELETE FROM _emu_transactions")
+        db.execute("DELETE FROM _emu_transaction_tables")
         storage.drop_cdc_tables(db)
         db.execute("DELETE FROM _emu_schemas WHERE name = 'cdc'")
         db.execute('DELETE FROM "msdb.dbo.cdc_jobs"')
@@ -255,7 +256,7 @@ def ensure_jobs(db: sqlite3.Connection) -> None:
 def _enable_table(session: Session, args: dict[str, Any]) -> None:
     with session.write_scope():
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         _require_cdc(session, cat)
         schema = str(_get(args, "source_schema"))
         name = str(_get(args, "source_name"))
@@ -383,7 +384,7 @@ def _enable_table(session: Session, args: dict[str, Any]) -> None:
                 (table.object_id,),
             )
         ensure_jobs(db)
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, (table.object_id, oid))
     return None
 
 
@@ -404,7 +405,7 @@ def drop_instance(db: sqlite3.Connection, instance: CaptureInstance) -> None:
 def _disable_table(session: Session, args: dict[str, Any]) -> None:
     with session.write_scope():
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         _require_cdc(session, cat)
         table = _source_table(
             session, cat, str(_get(args, "source_schema")), str(_get(args, "source_name"))
@@ -422,14 +423,14 @@ def _disable_table(session: Session, args: dict[str, Any]) -> None:
                 )
         for instance in instances:
             drop_instance(db, instance)
-        if not catalog_mod.load(db).instances_of(table.object_id):
+        if len(instances) == len(cat.instances_of(table.object_id)):
             changelog.drop_log(db, table.object_id)
             db.execute(
                 "UPDATE _emu_objects SET is_tracked_by_cdc = 0 WHERE object_id = ?",
                 (table.object_id,),
             )
             db.execute("DELETE FROM _emu_ddl_log WHERE source_object_id = ?", (table.object_id,))
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, (table.object_id, *(i.object_id for i in instances)))
     return None
 
 
@@ -551,7 +552,7 @@ def _cleanup_change_table(session: Session, args: dict[str, Any]) -> None:
     mark = _get(args, "low_water_mark")
     with session.write_scope():
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         _require_cdc(session, cat)
         instance = cat.instances.get(ci.lower())
         if instance is None:

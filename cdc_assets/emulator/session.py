@@ -247,16 +247,16 @@ class Session:
     # ------------------------------------------------------------------------------------------
     def refresh_catalog(self) -> Catalog:
         """Reload the catalog when another connection (or this one) changed it."""
-        token = catalog.read_token(self.db)
-        if self.catalog is None or self.catalog.token != token:
-            if self.db.in_transaction:
-                self.catalog = catalog.load(self.db)
-            else:
-                self.db.execute("BEGIN")
-                try:
-                    self.catalog = catalog.load(self.db)
-                finally:
-                    self.db.execute("COMMIT")
+        if self.catalog is not None and self.catalog.token == catalog.read_token(self.db):
+            return self.catalog
+        if self.db.in_transaction:
+            self.catalog = catalog.refresh(self.db, self.catalog)
+        else:
+            self.db.execute("BEGIN")
+            try:
+                self.catalog = catalog.refresh(self.db, self.catalog)
+            finally:
+                self.db.execute("COMMIT")
         return self.catalog
 
     def plan(self, text: str) -> Plan:
@@ -609,15 +609,19 @@ class Session:
             (commit_lsn,),
         ).fetchone()
         rows = 0
+        written: list[tuple[int, int]] = []
         for oid in sorted(tx.touched):
             try:
-                rows += self.db.execute(
+                count = self.db.execute(
                     f"UPDATE {storage.quote(changelog.log_table(oid))} SET lsn = ? "
                     "WHERE lsn IS NULL",
                     (commit_lsn,),
                 ).rowcount
             except sqlite3.OperationalError:  # the table stopped being tracked in this txn
                 continue
+            if count > 0:
+                rows += count
+                written.append((commit_lsn, oid))
         if tx.ddl_logged:
             self.db.execute("UPDATE _emu_ddl_log SET lsn = ? WHERE lsn IS NULL", (commit_lsn,))
         if rows:
@@ -631,6 +635,9 @@ class Session:
                     T.DATETIME.encode(end),
                     tx.begin_lsn,
                 ),
+            )
+            self.db.executemany(
+                "INSERT INTO _emu_transaction_tables (lsn, object_id) VALUES (?, ?)", written
             )
         self.last_commit_lsn = commit_lsn
 
@@ -718,7 +725,7 @@ class Session:
             self.db.execute(
                 "UPDATE _emu_meta SET value = ? WHERE key = 'allow_snapshot'", (1 if on else 0,)
             )
-            storage.bump_catalog(self.db)
+            storage.bump_catalog(self.db, ())
 
     # ------------------------------------------------------------------------------------------
     # connection-level API

@@ -287,6 +287,7 @@ _TYPE_TEXT_RE = re.compile(
 )
 
 
+@lru_cache(maxsize=4096)
 def parse_type_text(text: str, pos: int = 0) -> tuple[SqlType, int]:
     """Parse a T-SQL type name at ``text[pos:]``; returns the type and the end position."""
     match = _TYPE_TEXT_RE.match(text, pos)
