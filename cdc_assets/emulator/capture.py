@@ -40,6 +40,7 @@ from pathlib import Path
 
 from . import changelog, storage, udfs
 from . import types as T
+from .sqlite_db import open_sqlite, register_stubs
 from .storage import quote
 
 log = logging.getLogger(__name__)
@@ -412,8 +413,6 @@ def cleanup_db(
 
 
 def _open(path: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
-    from .session import open_sqlite, register_stubs
-
     db = open_sqlite(str(path), timeout)
     register_stubs(db)
     storage.bootstrap(db)

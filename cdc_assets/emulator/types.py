@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sqlite3
 import struct
 import uuid
 from collections.abc import Callable
@@ -445,8 +446,6 @@ def register_converters() -> None:
 
     The names all start with ``EMU_`` so they never touch other users of :mod:`sqlite3`.
     """
-    import sqlite3
-
     if _REGISTERED:
         return
     sqlite3.register_converter("EMU_BIT", _convert_bit)
@@ -472,8 +471,6 @@ def convert_stored(t: SqlType, value: Any) -> Any:
     if name is None:
         return value
     raw = value if isinstance(value, bytes) else str(value).encode()
-    import sqlite3
-
     return sqlite3.converters[name.upper()](raw)
 
 
