@@ -82,8 +82,8 @@ from _common import machine_line  # noqa: E402
 
 from cdc_assets import emulator  # noqa: E402
 from cdc_assets.config import load_config  # noqa: E402
-from cdc_assets.dagster.change_log import parse_partition  # noqa: E402
 from cdc_assets.dagster.names import PARTITION_TAG  # noqa: E402
+from cdc_assets.dagster.partitions import parse_partition  # noqa: E402
 from cdc_assets.dagster.source import Source, load_source  # noqa: E402
 from cdc_assets.lsn import Lsn  # noqa: E402
 from cdc_assets.spark.session import session_conf  # noqa: E402
