@@ -197,7 +197,6 @@ def _apply_changes(db: sqlite3.Connection, current: Catalog, token: int) -> Cata
         return None
     meta, schemas, schema_names = _read_database(db)
     cdc_enabled = bool(int(meta.get("cdc_enabled") or 0))
-    tables = dict(current.tables)
     by_id = dict(current.tables_by_id)
     instances = (
         {k: i for k, i in current.instances.items() if i.object_id not in changed}
@@ -205,26 +204,31 @@ def _apply_changes(db: sqlite3.Connection, current: Catalog, token: int) -> Cata
         else {}
     )
     for oid in changed:
-        old = by_id.pop(oid, None)
-        if old is not None:
-            tables.pop((old.schema.lower(), old.name.lower()), None)
-    fresh = _read_tables(db, schema_names, changed)
-    for table in fresh:
-        assert table.object_id is not None
-        tables[(table.schema.lower(), table.name.lower())] = table
-        by_id[table.object_id] = table
+        by_id.pop(oid, None)
+    by_id.update((t.object_id, t) for t in _read_tables(db, schema_names, changed) if t.object_id)
     if cdc_enabled:
         instances.update(_read_instances(db, by_id, changed))
+    return _catalog(token, meta, schemas, by_id, instances, rows[-1][0])
+
+
+def _catalog(
+    token: int,
+    meta: dict[str, object],
+    schemas: dict[str, int],
+    by_id: dict[int, Table],
+    instances: dict[str, CaptureInstance],
+    change_seq: int,
+) -> Catalog:
     return Catalog(
         token=token,
         db_guid=str(meta.get("db_guid")),
-        cdc_enabled=cdc_enabled,
-        allow_snapshot=bool(int(meta.get("allow_snapshot") or 0)),
-        tables=tables,
+        cdc_enabled=bool(int(str(meta.get("cdc_enabled") or 0))),
+        allow_snapshot=bool(int(str(meta.get("allow_snapshot") or 0))),
+        tables={(t.schema.lower(), t.name.lower()): t for t in by_id.values()},
         tables_by_id=by_id,
         schemas=schemas,
         instances=instances,
-        change_seq=rows[-1][0],
+        change_seq=change_seq,
     )
 
 
@@ -289,6 +293,20 @@ def _read_tables(
     return tables
 
 
+def _column_names(
+    db: sqlite3.Connection, table: str, ordinal: str, ids: set[int]
+) -> dict[int, list[str]]:
+    """``column_name`` of ``table`` by ``object_id`` (those in ``ids``), in ``ordinal`` order."""
+    names: dict[int, list[str]] = {}
+    for oid, name in db.execute(
+        f"SELECT object_id, column_name FROM {table}"
+        + _in_clause("object_id", ids)
+        + f" ORDER BY object_id, {ordinal}"
+    ):
+        names.setdefault(oid, []).append(name)
+    return names
+
+
 def _read_instances(
     db: sqlite3.Connection, by_id: dict[int, Table], ids: set[int] | None
 ) -> dict[str, CaptureInstance]:
@@ -302,20 +320,8 @@ def _read_instances(
     if not rows:
         return {}
     wanted = {int(r[0]) for r in rows}
-    captured: dict[int, list[str]] = {}
-    for oid, name in db.execute(
-        'SELECT object_id, column_name FROM "cdc.captured_columns"'
-        + _in_clause("object_id", wanted)
-        + " ORDER BY object_id, column_ordinal"
-    ):
-        captured.setdefault(oid, []).append(name)
-    key_columns: dict[int, list[str]] = {}
-    for oid, name in db.execute(
-        'SELECT object_id, column_name FROM "cdc.index_columns"'
-        + _in_clause("object_id", wanted)
-        + " ORDER BY object_id, index_ordinal"
-    ):
-        key_columns.setdefault(oid, []).append(name)
+    captured = _column_names(db, '"cdc.captured_columns"', "column_ordinal", wanted)
+    key_columns = _column_names(db, '"cdc.index_columns"', "index_ordinal", wanted)
     instances: dict[str, CaptureInstance] = {}
     for oid, ci, source, create_lsn, column_ids, net, index_name in rows:
         ct = by_id.get(oid)
@@ -339,22 +345,7 @@ def load(db: sqlite3.Connection) -> Catalog:
     token = read_token(db)
     (change_seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM _emu_catalog_changes").fetchone()
     meta, schemas, schema_names = _read_database(db)
-    tables: dict[tuple[str, str], Table] = {}
-    by_id: dict[int, Table] = {}
-    for table in _read_tables(db, schema_names, None):
-        assert table.object_id is not None
-        tables[(table.schema.lower(), table.name.lower())] = table
-        by_id[table.object_id] = table
+    by_id = {t.object_id: t for t in _read_tables(db, schema_names, None) if t.object_id}
     cdc_enabled = bool(int(meta.get("cdc_enabled") or 0))
     instances = _read_instances(db, by_id, None) if cdc_enabled else {}
-    return Catalog(
-        token=token,
-        db_guid=str(meta.get("db_guid")),
-        cdc_enabled=cdc_enabled,
-        allow_snapshot=bool(int(meta.get("allow_snapshot") or 0)),
-        tables=tables,
-        tables_by_id=by_id,
-        schemas=schemas,
-        instances=instances,
-        change_seq=int(change_seq),
-    )
+    return _catalog(token, meta, schemas, by_id, instances, int(change_seq))

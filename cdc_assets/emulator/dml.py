@@ -73,11 +73,25 @@ def target_table(tr: Translator, node: exp.Table) -> Table:
     return table
 
 
+def _refuse(node: exp.Expression, verb: str, clauses: tuple[str, ...]) -> None:
+    """NotSupportedError for the first of ``clauses`` (sqlglot arg names) the statement has."""
+    for clause in clauses:
+        if node.args.get(clause):
+            raise errors.not_supported(f"{verb} ... {clause.rstrip('_').upper()}")
+
+
+def _target_scope(tr: Translator, node: exp.Table) -> tuple[Table, str, Scope]:
+    """The table an UPDATE / DELETE writes, its exposed name, and a scope holding it."""
+    table = target_table(tr, node)
+    alias = node.alias or table.name
+    scope = Scope()
+    scope.add(Source(alias, [(c.name, c.type) for c in table.columns], table))
+    return table, alias, scope
+
+
 @statements.planner(exp.Insert)
 def plan_insert(tr: Translator, node: exp.Insert, _text: str) -> Plan:
-    for unsupported in ("returning", "conflict", "overwrite"):
-        if node.args.get(unsupported):
-            raise errors.not_supported(f"INSERT ... {unsupported.upper()}")
+    _refuse(node, "INSERT", ("returning", "conflict", "overwrite"))
     target = node.this
     column_nodes: list[exp.Expression] = []
     if isinstance(target, exp.Schema):
@@ -171,13 +185,8 @@ def plan_insert(tr: Translator, node: exp.Insert, _text: str) -> Plan:
 
 @statements.planner(exp.Update)
 def plan_update(tr: Translator, node: exp.Update, _text: str) -> Plan:
-    for unsupported in ("from_", "from", "returning", "limit", "order", "joins"):
-        if node.args.get(unsupported):
-            raise errors.not_supported(f"UPDATE ... {unsupported.rstrip('_').upper()}")
-    table = target_table(tr, node.this)
-    alias = node.this.alias or table.name
-    scope = Scope()
-    scope.add(Source(alias, [(c.name, c.type) for c in table.columns], table))
+    _refuse(node, "UPDATE", ("from_", "from", "returning", "limit", "order", "joins"))
+    table, alias, scope = _target_scope(tr, node.this)
     values: dict[str, str] = {}
     for assignment in node.expressions:
         if not isinstance(assignment, exp.EQ) or not isinstance(assignment.this, exp.Column):
@@ -243,13 +252,8 @@ def key_update(
 
 @statements.planner(exp.Delete)
 def plan_delete(tr: Translator, node: exp.Delete, _text: str) -> Plan:
-    for unsupported in ("using", "returning", "limit", "order", "tables", "joins"):
-        if node.args.get(unsupported):
-            raise errors.not_supported(f"DELETE ... {unsupported.upper()}")
-    table = target_table(tr, node.this)
-    alias = node.this.alias or table.name
-    scope = Scope()
-    scope.add(Source(alias, [(c.name, c.type) for c in table.columns], table))
+    _refuse(node, "DELETE", ("using", "returning", "limit", "order", "tables", "joins"))
+    table, alias, scope = _target_scope(tr, node.this)
     text = f"DELETE FROM {quote(table.physical)} AS {quote(alias)}"
     where = node.args.get("where")
     if where is not None:

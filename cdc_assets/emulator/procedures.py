@@ -32,7 +32,7 @@ from sqlglot import exp
 from . import capture, changelog, errors, statements, storage
 from . import catalog as catalog_mod
 from . import types as T
-from .catalog import Table
+from .catalog import CaptureInstance, Table
 from .catalog_rows import drop_instance, insert_table
 from .plan import Plan, Result, ResultColumn, StatementContext
 from .storage import quote
@@ -180,6 +180,21 @@ def _require_cdc(session: StatementContext, cat: catalog_mod.Catalog) -> None:
         )
 
 
+def _capture_instance(
+    session: StatementContext, args: dict[str, Any]
+) -> tuple[catalog_mod.Catalog, CaptureInstance]:
+    """The catalog and the capture instance named by ``@capture_instance`` (22964 if none)."""
+    cat = session.refresh_catalog()
+    _require_cdc(session, cat)
+    ci = str(_get(args, "capture_instance"))
+    instance = cat.instances.get(ci.lower())
+    if instance is None:
+        raise errors.cdc_error(
+            22964, f"The capture instance '{ci}' does not exist in the database."
+        )
+    return cat, instance
+
+
 # -- tables --------------------------------------------------------------------------------------
 
 
@@ -214,36 +229,23 @@ def _source_table(
 def ensure_jobs(db: sqlite3.Connection) -> None:
     """The capture and cleanup jobs, created (started) with the first capture instance."""
     existing = {r[0] for r in db.execute('SELECT job_type FROM "msdb.dbo.cdc_jobs"')}
-    if "capture" not in existing:
-        db.execute(
-            'INSERT INTO "msdb.dbo.cdc_jobs" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-            (
-                storage.DATABASE_ID,
-                "capture",
-                str(uuid.uuid4()).upper(),
-                capture.DEFAULT_MAXTRANS,
-                capture.DEFAULT_MAXSCANS,
-                1,
-                capture.DEFAULT_POLLING_INTERVAL,
-                0,
-                0,
-            ),
-        )
-    if "cleanup" not in existing:
-        db.execute(
-            'INSERT INTO "msdb.dbo.cdc_jobs" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-            (
-                storage.DATABASE_ID,
-                "cleanup",
-                str(uuid.uuid4()).upper(),
-                0,
-                0,
-                0,
-                0,
-                capture.DEFAULT_RETENTION,
-                5000,
-            ),
-        )
+    settings = {  # maxtrans, maxscans, continuous, pollinginterval, retention, threshold
+        "capture": (
+            capture.DEFAULT_MAXTRANS,
+            capture.DEFAULT_MAXSCANS,
+            1,
+            capture.DEFAULT_POLLING_INTERVAL,
+            0,
+            0,
+        ),
+        "cleanup": (0, 0, 0, 0, capture.DEFAULT_RETENTION, 5000),
+    }
+    for job, values in settings.items():
+        if job not in existing:
+            db.execute(
+                'INSERT INTO "msdb.dbo.cdc_jobs" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                (storage.DATABASE_ID, job, str(uuid.uuid4()).upper(), *values),
+            )
     started = T.DATETIME.encode(storage.now())
     for job in ("capture", "cleanup"):
         db.execute(
@@ -539,13 +541,7 @@ def _cleanup_change_table(session: StatementContext, args: dict[str, Any]) -> No
     mark = _get(args, "low_water_mark")
     with session.write_scope():
         db = session.db
-        cat = session.refresh_catalog()
-        _require_cdc(session, cat)
-        instance = cat.instances.get(ci.lower())
-        if instance is None:
-            raise errors.cdc_error(
-                22964, f"The capture instance '{ci}' does not exist in the database."
-            )
+        _, instance = _capture_instance(session, args)
         if mark is None:
             return None
         mark = bytes(mark)
@@ -630,14 +626,7 @@ def _help_change_data_capture(session: StatementContext, args: dict[str, Any]) -
 
 
 def _get_captured_columns(session: StatementContext, args: dict[str, Any]) -> Result:
-    cat = session.refresh_catalog()
-    _require_cdc(session, cat)
-    ci = str(_get(args, "capture_instance"))
-    instance = cat.instances.get(ci.lower())
-    if instance is None:
-        raise errors.cdc_error(
-            22964, f"The capture instance '{ci}' does not exist in the database."
-        )
+    cat, instance = _capture_instance(session, args)
     source = cat.tables_by_id.get(instance.source_object_id)
     change = cat.tables_by_id.get(instance.object_id)
     out = []
@@ -680,14 +669,7 @@ def _get_captured_columns(session: StatementContext, args: dict[str, Any]) -> Re
 
 
 def _get_ddl_history(session: StatementContext, args: dict[str, Any]) -> Result:
-    cat = session.refresh_catalog()
-    _require_cdc(session, cat)
-    ci = str(_get(args, "capture_instance"))
-    instance = cat.instances.get(ci.lower())
-    if instance is None:
-        raise errors.cdc_error(
-            22964, f"The capture instance '{ci}' does not exist in the database."
-        )
+    cat, instance = _capture_instance(session, args)
     source = cat.tables_by_id.get(instance.source_object_id)
     rows = session.sqlite(
         'SELECT required_column_update, ddl_command, ddl_lsn, ddl_time FROM "cdc.ddl_history" '
