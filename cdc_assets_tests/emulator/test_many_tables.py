@@ -11,11 +11,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from random import Random
 
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator import Connection
+from cdc_assets.emulator import Connection, catalog
 from cdc_assets.emulator.workload import Workload, create_captured_tables, small_tables
 
 from .conftest import all_changes
@@ -126,3 +127,63 @@ def test_capture_reads_only_written_tables_and_old_files(conn: Connection, db_pa
         t.name: [r[6] for r in all_changes(conn, t.capture_instance) if r[2] == 4] for t in tables
     }
     assert updates == {"t0000": [], "t0001": [], "t0002": [20], "t0003": [30]}
+
+
+def test_incremental_catalog_equals_a_full_read(connect: Callable[..., Connection]) -> None:
+    """After every step of random DDL from two connections (some of it rolled back), the catalog
+    each connection brings up to date equals the catalog read in full."""
+    rng = Random(7)
+    conns = [connect(), connect()]
+    conns[0].execute("EXEC sys.sp_cdc_enable_db")
+    tables: set[str] = set()
+    tracked: set[str] = set()
+    for step in range(60):
+        conn = rng.choice(conns)
+        rollback = rng.random() < 0.2
+        name = rng.choice(sorted(tables)) if tables else f"r{step}"
+        action = rng.choice(["create", "create", "alter", "drop", "enable", "disable"])
+        if name not in tables:
+            action = "create"
+        elif action == "enable" and name in tracked:
+            action = "disable"
+        elif action == "disable" and name not in tracked:
+            action = "enable"
+        if action == "create":
+            name = f"r{step}"
+        if rollback:
+            conn.execute("BEGIN TRANSACTION")
+        conn.execute(
+            {
+                "create": f"CREATE TABLE [dbo].[{name}] ([id] int NOT NULL PRIMARY KEY, [v] int)",
+                "alter": f"ALTER TABLE [dbo].[{name}] ADD [c{step}] nvarchar(5) NULL",
+                "drop": f"DROP TABLE [dbo].[{name}]",
+                "enable": "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', "
+                f"@source_name = N'{name}', @role_name = NULL",
+                "disable": "EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', "
+                f"@source_name = N'{name}', @capture_instance = N'all'",
+            }[action]
+        )
+        if rollback:
+            conn.execute("ROLLBACK")
+        elif action == "create":
+            tables.add(name)
+        elif action == "drop":
+            tables.discard(name)
+            tracked.discard(name)
+        elif action == "enable":
+            tracked.add(name)
+        elif action == "disable":
+            tracked.discard(name)
+        for other in conns:
+            session = other._session
+            current = session.refresh_catalog()
+            session.db.execute("BEGIN")
+            try:
+                full = catalog.load(session.db)
+            finally:
+                session.db.execute("COMMIT")
+            assert current.token == full.token
+            assert current.tables == full.tables, step
+            assert current.instances == full.instances, step
+            assert {t.name for t in current.tables_by_id.values() if t.kind == "user"} == tables
+            assert {t.name for t in current.tables_by_id.values() if t.tracked} == tracked
