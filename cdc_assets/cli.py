@@ -526,6 +526,19 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("path", type=Path, metavar="PATH")
     status.set_defaults(handler=_cmd_status)
 
+    check = commands.add_parser(
+        "check",
+        help="load the configuration and discover its sources, as the code location does",
+    )
+    check.add_argument(
+        "config",
+        type=Path,
+        nargs="?",
+        metavar="CONFIG",
+        help="the config file ($CDC_ASSETS_CONFIG, else ./cdc_assets.yaml)",
+    )
+    check.set_defaults(handler=_cmd_check)
+
     demo = commands.add_parser(
         "demo", help="continuous sync of the demo source, verified (--headless: one process)"
     )
@@ -543,6 +556,24 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (0)")
     demo.set_defaults(handler=_cmd_demo)
     return parser
+
+
+def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
+    """The code location's load, without Dagster's processes: one line either way."""
+    from cdc_assets.config import config_path
+    from cdc_assets.dagster.code_location import CodeLocationError, load_definitions
+
+    try:
+        _defs, sources = load_definitions(args.config)
+    except CodeLocationError as exc:
+        raise UsageError(str(exc)) from None
+    found = "; ".join(
+        f"source {s.name!r}: {len(s.tables)} tables"
+        f" ({', '.join(f'{t.schema}.{t.name}' for t in s.tables) or 'none'})"
+        for s in sources
+    )
+    out.write(f"{config_path(args.config)}: ok; {found}\n")
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
