@@ -235,9 +235,20 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
         missing = [t.quoted for t in DEMO_TABLES if _table_missing(conn, t.schema, t.name)]
         if missing:
             raise UsageError(f"{path}: the demo tables {', '.join(missing)} are missing")
-        workload = Workload(conn, seed=args.seed, tables=DEMO_TABLES, burst_rows=args.burst_rows)
+        workload = Workload(
+            conn,
+            seed=args.seed,
+            tables=DEMO_TABLES,
+            burst_rows=args.burst_rows,
+            max_rows=args.max_rows,
+        )
+        if args.retention_minutes is not None:  # what a DBA sets on the cleanup job
+            conn.execute(
+                "EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = ?",
+                args.retention_minutes,
+            )
         if not args.no_capture:
-            agent = emulator.CaptureAgent(path).start()
+            agent = emulator.CaptureAgent(path, cleanup_interval=args.cleanup_every).start()
         line = _Line(out, 0.25, 5.0)
         limit = (
             f"{args.transactions} transactions"
@@ -515,6 +526,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     work.add_argument(
         "--no-capture", action="store_true", help="do not run the capture agent meanwhile"
+    )
+    work.add_argument(
+        "--max-rows",
+        type=_positive_int,
+        help="keep every table at about N rows: a fuller table gets deletes (no limit)",
+    )
+    work.add_argument(
+        "--retention-minutes",
+        type=_positive_int,
+        help="set the cleanup job's retention (SQL Server's default: 4320, three days)",
+    )
+    work.add_argument(
+        "--cleanup-every",
+        type=_positive_float,
+        default=3600.0,
+        help="seconds between the capture agent's cleanup runs (3600)",
     )
     work.set_defaults(handler=_cmd_workload)
 
