@@ -40,6 +40,7 @@ class RunLine:
     seconds: float | None
     lag_seconds: float | None
     failure: str = ""
+    newest_commit: str = ""  # HH:MM:SS (UTC) of the newest commit the run carried
 
     def text(self) -> str:
         took = f"{self.seconds:.0f} s" if self.seconds is not None else "?"
@@ -48,7 +49,8 @@ class RunLine:
             return f"run {self.partition}: {self.status} after {took}{why}"
         lag = ""
         if self.lag_seconds is not None:
-            lag = f", newest commit {self.lag_seconds:.0f} s old"
+            at = f" at {self.newest_commit}" if self.newest_commit else ""
+            lag = f", newest commit{at} {self.lag_seconds:.0f} s old"
         return (
             f"run {self.partition}: {self.tables_changed} of {self.tables} tables changed, "
             f"{self.rows:,} rows, {took}{lag}"
@@ -74,6 +76,7 @@ def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[
     )
     tables = changed = rows = 0
     lags: list[float] = []
+    newest = ""
     for event in instance.get_records_for_run(
         run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=10_000
     ).records:
@@ -88,6 +91,10 @@ def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[
         lag = _number(metadata, "lag_seconds")
         if lag is not None and count > 0:
             lags.append(lag)
+        commits = getattr(metadata.get("commit_time_range"), "value", "")
+        last = str(commits).rpartition(" .. ")[2]
+        if count > 0 and re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", last):
+            newest = max(newest, last[11:19])
     checks = []
     for event in instance.get_records_for_run(
         run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=10_000
@@ -120,6 +127,7 @@ def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[
         seconds,
         min(lags) if lags else None,
         failure,
+        newest,
     )
     return line, checks
 
