@@ -26,6 +26,8 @@ FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus
 # Dagster's log lines: "<time> - <logger> - <LEVEL> - <message>" (colour codes stripped).
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 _LEVEL = re.compile(r" - (WARNING|ERROR|CRITICAL) - ")
+# A run's own events (" - <job> - <run id> - "): its run line says the same, once.
+_RUN_EVENT = re.compile(r" - (WARNING|ERROR|CRITICAL) - \S+ - [0-9a-f]{8}-[0-9a-f-]{27} - ")
 # Lines Dagster writes at WARNING that say nothing about this sync.
 _NOISE = ("SupersessionWarning", "BetaWarning", "PreviewWarning", "warnings.warn(")
 
@@ -115,6 +117,8 @@ def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[
             if found:
                 entry = found[0].event_log_entry
                 error = getattr(entry.dagster_event.event_specific_data, "error", None)
+                while error is not None and error.cause is not None:  # the user's error
+                    error = error.cause
                 text = error.message if error is not None else entry.user_message
                 failure = " ".join(str(text).split())[:300]
                 break
@@ -148,7 +152,9 @@ def _log_lines(path: Path) -> Iterator[str]:
                 position += len(chunk[:complete].encode("utf-8", errors="replace"))
             for raw in chunk[:complete].splitlines():
                 line = _COLOUR.sub("", raw).strip()
-                if _LEVEL.search(line) and not any(n in line for n in _NOISE):
+                if _LEVEL.search(line) and not _RUN_EVENT.search(line):
+                    if any(n in line for n in _NOISE):
+                        continue
                     found.append(line[:400])
         yield from found
         yield ""
