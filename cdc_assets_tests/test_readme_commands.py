@@ -100,18 +100,17 @@ def fresh_copy(target: Path) -> Path:
         capture_output=True,
         check=True,
     ).stdout.split(b"\0")
+    stamp = ROOT / ".venv" / ".installed"
+    stamp.touch(exist_ok=True)
+    old = stamp.stat().st_mtime - 1
     for name in filter(None, (n.decode() for n in listed)):
         source = ROOT / name
         if source.is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
+            # Older than make's stamp of the linked .venv: `make` does not reinstall from here.
+            os.utime(target / name, (old, old))
     (target / ".venv").symlink_to(ROOT / ".venv")
-    # make's setup target is up to date with the linked .venv: no reinstall from the copy.
-    stamp = ROOT / ".venv" / ".installed"
-    stamp.touch(exist_ok=True)
-    old = stamp.stat().st_mtime - 1
-    for name in ("pyproject.toml", "scripts/setup.sh"):
-        os.utime(target / name, (old, old))
     return target
 
 
