@@ -130,9 +130,10 @@ fi
 
 # Runs that were in flight when Dagster last stopped abruptly (killed, or stuck in shutdown) stay
 # STARTED in the run history, and the sensor would wait for them forever: no Dagster runs on this
-# DAGSTER_HOME now, so mark them failed; the sensor retries their range.
-if [ -d "$DAGSTER_HOME/storage" ]; then
-  "$PY" - <<'EOF'
+# DAGSTER_HOME now, so mark them failed; the sensor retries their range. On a new DAGSTER_HOME this
+# also creates the instance's SQLite storage once, before dagster dev's processes would race to
+# (one of them failed with alembic's "more than one head").
+"$PY" - <<'EOF'
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 STALE = [
@@ -146,7 +147,6 @@ with DagsterInstance.get() as instance:
         instance.report_run_failed(run, "the demo's Dagster stopped while this run was in flight")
         print(f"demo: marked run {run.run_id} ({run.status.value}, interrupted earlier) as failed")
 EOF
-fi
 
 # SIGINT is ignored by background commands of a script; `env --default-signal` (coreutils >= 8.31)
 # gives the workload and Dagster a working Ctrl-C.
