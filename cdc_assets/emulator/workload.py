@@ -33,7 +33,9 @@ from decimal import Decimal
 from random import Random
 from typing import Any
 
-from .demo_schema import DEMO_TABLES, INTEGER_RANGES, ColumnDef, TableDef, quote_name
+from cdc_assets.sqlserver.quoting import quote_name
+
+from .demo_schema import DEMO_TABLES, INTEGER_RANGES, ColumnDef, TableDef
 
 __all__ = [
     "DEMO_TABLES",
