@@ -86,7 +86,7 @@ from cdc_assets.dagster.names import PARTITION_TAG  # noqa: E402
 from cdc_assets.dagster.partitions import parse_partition  # noqa: E402
 from cdc_assets.dagster.source import Source, load_source  # noqa: E402
 from cdc_assets.lsn import Lsn  # noqa: E402
-from cdc_assets.spark.session import DEFAULT_CONF  # noqa: E402
+from cdc_assets.spark.session import session_conf  # noqa: E402
 from cdc_assets.sqlserver import find_max_lsn, last_transaction_lsn  # noqa: E402
 
 TARGET_SLACK = 10.0
@@ -1092,7 +1092,7 @@ def connect_probe(workdir: Path, deps: str, repeat: int) -> dict[str, Any]:
             "spark.connect.grpc.binding.address=127.0.0.1",
             "--conf",
             f"spark.connect.grpc.binding.port={port}",
-            *[f"--conf={k}={v}" for k, v in {**DEFAULT_CONF, **_common.SPARK_CONF}.items()],
+            *[f"--conf={k}={v}" for k, v in session_conf(_common.SPARK_CONF).items()],
         ],
         workdir / "spark-connect.log",
         env,

@@ -14,7 +14,7 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from cdc_assets.config import ProjectConfig
-from cdc_assets.spark.session import DEFAULT_CONF, use_this_python_for_workers
+from cdc_assets.spark.session import session_conf, use_this_python_for_workers
 
 from .change_log import build_change_logs
 from .examples import build_examples
@@ -36,8 +36,7 @@ def spark_resource(config: ProjectConfig) -> LazyPySparkResource:
         spark_config={
             "spark.master": config.spark.master,
             "spark.app.name": "cdc_assets",
-            **DEFAULT_CONF,
-            **config.spark.conf,
+            **session_conf(config.spark.conf, storage_path=str(config.storage.base_path)),
         }
     )
 
