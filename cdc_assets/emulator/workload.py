@@ -33,7 +33,9 @@ from decimal import Decimal
 from random import Random
 from typing import Any
 
-from .demo_schema import DEMO_TABLES, INTEGER_RANGES, ColumnDef, TableDef, quote_name
+from cdc_assets.sqlserver.quoting import quote_name
+
+from .demo_schema import DEMO_TABLES, INTEGER_RANGES, ColumnDef, TableDef
 
 __all__ = [
     "DEMO_TABLES",
@@ -42,8 +44,10 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "WorkloadStats",
+    "create_captured_tables",
     "create_demo_database",
     "read_rows",
+    "small_tables",
 ]
 
 Row = tuple[Any, ...]
@@ -1132,3 +1136,83 @@ def create_demo_database(
     workload = Workload(conn, seed=seed, tables=ordered, load=False, record=record)
     workload.seed_rows(rows_per_table)
     return workload
+
+
+def small_tables(count: int, *, prefix: str = "t", schema: str = "dbo") -> tuple[TableDef, ...]:
+    """``count`` small tables ``<schema>.<prefix>0000`` ...: ``id`` (key), ``name``, ``qty``."""
+    width = max(4, len(str(count - 1)))
+    columns = (
+        ColumnDef("id", "int", nullable=False),
+        ColumnDef("name", "nvarchar(50)", hint="name"),
+        ColumnDef("qty", "int", hint="quantity"),
+    )
+    return tuple(
+        TableDef(schema, f"{prefix}{i:0{width}d}", columns, primary_key=("id",))
+        for i in range(count)
+    )
+
+
+def create_captured_tables(
+    conn: Any,
+    count: int,
+    *,
+    prefix: str = "t",
+    schema: str = "dbo",
+    rows_per_table: int = 1,
+    timings: dict[str, float] | None = None,
+) -> tuple[TableDef, ...]:
+    """Create ``count`` small CDC-enabled tables (see :func:`small_tables`) quickly.
+
+    Enables CDC and snapshot isolation on the database if needed, creates and enables every
+    table (net changes on), then inserts ``rows_per_table`` rows per table (``id`` 1, 2, ...;
+    ``qty`` = ``id``) in one transaction. Plain T-SQL: works on SQL Server too. Returns the
+    table definitions (a :class:`Workload` can run on them). ``timings``, if given, receives the
+    seconds of the ``create``, ``enable`` and ``rows`` steps.
+    """
+    if getattr(conn, "autocommit", True) is not True:
+        conn.autocommit = True
+    tables = small_tables(count, prefix=prefix, schema=schema)
+    cursor = conn.cursor()
+    try:
+        enabled = cursor.execute(
+            "SELECT is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID()"
+        ).fetchone()
+        if not (enabled and enabled[0]):
+            cursor.execute("EXEC sys.sp_cdc_enable_db")
+            cursor.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
+        if (
+            schema.lower() != "dbo"
+            and not cursor.execute("SELECT 1 FROM sys.schemas WHERE name = ?", (schema,)).fetchone()
+        ):
+            cursor.execute(f"CREATE SCHEMA {quote_name(schema)}")
+        steps = {
+            "create": [t.create_sql() for t in tables],
+            "enable": [t.enable_cdc_sql() for t in tables],
+        }
+        for step, statements in steps.items():
+            started = time.perf_counter()
+            for sql in statements:
+                cursor.execute(sql)
+            if timings is not None:
+                timings[step] = time.perf_counter() - started
+        started = time.perf_counter()
+        if rows_per_table > 0:
+            cursor.execute("BEGIN TRANSACTION")
+            try:
+                for table in tables:
+                    for first in range(1, rows_per_table + 1, MAX_VALUES_ROWS):
+                        ids = range(first, min(rows_per_table, first + MAX_VALUES_ROWS - 1) + 1)
+                        values = ", ".join(f"({i}, N'row {i}', {i})" for i in ids)
+                        cursor.execute(
+                            f"INSERT INTO {table.quoted} ([id], [name], [qty]) VALUES {values}"
+                        )
+                cursor.execute("COMMIT TRANSACTION")
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    cursor.execute("ROLLBACK TRANSACTION")
+                raise
+        if timings is not None:
+            timings["rows"] = time.perf_counter() - started
+    finally:
+        cursor.close()
+    return tables
