@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test lint demo bench soak clean
+.PHONY: setup test lint demo demo-reset bench soak clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,11 @@ soak: setup
 	CDC_SOAK_SECONDS=$(or $(SOAK_SECONDS),3600) $(VENV)/bin/pytest -q -s -m soak
 
 demo: setup
+	bash scripts/demo.sh
+
+# Start the demo over: a new source, no run history, no stored assets; the .venv stays.
+demo-reset: setup
+	rm -rf .demo
 	bash scripts/demo.sh
 
 # `make bench` runs every benchmark at its default size (tens of minutes on 2 cores);

@@ -12,10 +12,16 @@ from pyspark.sql import functions as F
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
-from cdc_assets.sqlserver import CaptureInstance, SourceTable, get_max_lsn, get_min_lsn, range_stats
+from cdc_assets.sqlserver import (
+    CaptureInstance,
+    SourceTable,
+    get_max_lsn,
+    get_min_lsn,
+    get_server_time,
+    range_stats,
+)
 from cdc_assets.sqlserver.catalog import get_source_columns
-from cdc_assets.sqlserver.dbapi import DbapiConnection, fetch_value
-from cdc_assets.sqlserver.health import SERVER_TIME_QUERY
+from cdc_assets.sqlserver.dbapi import DbapiConnection
 
 from .io_manager import StoredFrame
 from .metadata import COLUMN_LINEAGE, OPERATION_NAMES, column_lineage, operation_counts
@@ -43,8 +49,7 @@ def instance_for(found: SourceTable | None, table: Table, first: Lsn | None) -> 
 
 
 def _server_now(conn: DbapiConnection) -> dt.datetime:
-    value = fetch_value(conn, SERVER_TIME_QUERY)
-    return value if isinstance(value, dt.datetime) else dt.datetime.now()
+    return get_server_time(conn) or dt.datetime.now()
 
 
 def _operation_counts(written: DataFrame) -> dict[str, int]:

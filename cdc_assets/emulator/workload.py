@@ -33,7 +33,9 @@ from decimal import Decimal
 from random import Random
 from typing import Any
 
-from .demo_schema import DEMO_TABLES, INTEGER_RANGES, ColumnDef, TableDef, quote_name
+from cdc_assets.sqlserver.quoting import quote_name
+
+from .demo_schema import DEMO_TABLES, INTEGER_RANGES, ColumnDef, TableDef
 
 __all__ = [
     "DEMO_TABLES",
@@ -454,8 +456,12 @@ class Workload:
         load: bool = True,
         record: bool = False,
         burst_rows: int = 500,
+        max_rows: int | None = None,
     ) -> None:
         self.conn = conn
+        # A table holding more rows than this gets a "trim" transaction (deletes) instead of a
+        # random one, so a workload left running keeps the tables' sizes bounded.
+        self.max_rows = max_rows
         self.seed = seed
         self.rng = Random(seed)
         self.tables = tuple(_ordered(tables))
@@ -894,6 +900,26 @@ class Workload:
         if self.rng.random() < 0.5:
             self._delete(state, key)
 
+    def _over_full(self) -> _TableState | None:
+        """The fullest table holding more than ``max_rows`` rows, if any."""
+        limit = self.max_rows
+        if limit is None:
+            return None
+        counts = [(sum(len(r) for r in s.rows.values()), s) for s in self._states.values()]
+        full = [(n, s) for n, s in counts if n > limit and s.keys]
+        return max(full, key=lambda item: item[0])[1] if full else None
+
+    def _op_trim(self) -> None:
+        """Delete up to 50 random rows (and their children) of the fullest over-full table."""
+        state = self._over_full()
+        if state is None:
+            self._op_delete()
+            return
+        for _ in range(50):
+            if not state.keys:
+                break
+            self._delete(state, state.keys.choice(self.rng))
+
     def _op_mixed(self) -> None:
         """2-5 random operations over several tables in one transaction."""
         ops: list[Callable[[], None]] = [
@@ -968,7 +994,9 @@ class Workload:
         self._undo()
 
     def step(self) -> StepResult:
-        """Run one transaction of a randomly chosen kind."""
+        """Run one transaction of a randomly chosen kind (a trim of an over-full table first)."""
+        if self.max_rows is not None and self._over_full() is not None:
+            return self.run_transaction("trim")
         kinds, weights = zip(*TRANSACTION_KINDS, strict=True)
         kind = self.rng.choices(kinds, weights=weights)[0]
         return self.run_transaction(kind)
@@ -986,6 +1014,7 @@ class Workload:
             "mixed": self._op_mixed,
             "rollback": self._op_mixed,
             "burst": self._op_burst,
+            "trim": self._op_trim,
         }
         if kind not in operations:
             raise ValueError(f"unknown transaction kind {kind!r}; use one of {sorted(operations)}")

@@ -21,7 +21,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from .dbapi import DbapiConnection, fetch_all, fetch_value
 from .lsn_queries import get_max_lsn
 
-__all__ = ["RangeStats", "plan_next_range", "range_stats"]
+__all__ = ["RangeStats", "last_transaction_lsn", "plan_next_range", "range_stats"]
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-lsn-time-mapping-transact-sql
 NTH_TRANSACTION_QUERY = """
@@ -71,3 +71,13 @@ def range_stats(conn: DbapiConnection, lsn_range: LsnRange) -> RangeStats:
     """Transactions and commit-time span of ``(lo, hi]`` (0 transactions: an empty range)."""
     ((count, first, last),) = fetch_all(conn, RANGE_STATS_QUERY, lsn_range.lo.raw, lsn_range.hi.raw)
     return RangeStats(int(count), first, last)
+
+
+# Rows with tran_id 0x00 mark the capture job's scan progress, not transactions.
+LAST_TRANSACTION_QUERY = "SELECT MAX(start_lsn) FROM cdc.lsn_time_mapping WHERE tran_id <> 0x00"
+
+
+def last_transaction_lsn(conn: DbapiConnection) -> Lsn | None:
+    """The commit LSN of the newest captured transaction; None before the first one."""
+    value = fetch_value(conn, LAST_TRANSACTION_QUERY)
+    return None if value is None else Lsn.from_bytes(value)
