@@ -242,9 +242,20 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
         missing = [t.quoted for t in DEMO_TABLES if _table_missing(conn, t.schema, t.name)]
         if missing:
             raise UsageError(f"{path}: the demo tables {', '.join(missing)} are missing")
-        workload = Workload(conn, seed=args.seed, tables=DEMO_TABLES, burst_rows=args.burst_rows)
+        workload = Workload(
+            conn,
+            seed=args.seed,
+            tables=DEMO_TABLES,
+            burst_rows=args.burst_rows,
+            max_rows=args.max_rows,
+        )
+        if args.retention_minutes is not None:  # what a DBA sets on the cleanup job
+            conn.execute(
+                "EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = ?",
+                args.retention_minutes,
+            )
         if not args.no_capture:
-            agent = emulator.CaptureAgent(path).start()
+            agent = emulator.CaptureAgent(path, cleanup_interval=args.cleanup_every).start()
         line = _Line(out, 0.25, 5.0)
         limit = (
             f"{args.transactions} transactions"
@@ -507,6 +518,22 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument(
         "--no-capture", action="store_true", help="do not run the capture agent meanwhile"
     )
+    work.add_argument(
+        "--max-rows",
+        type=_positive_int,
+        help="keep every table at about N rows: a fuller table gets deletes (no limit)",
+    )
+    work.add_argument(
+        "--retention-minutes",
+        type=_positive_int,
+        help="set the cleanup job's retention (SQL Server's default: 4320, three days)",
+    )
+    work.add_argument(
+        "--cleanup-every",
+        type=_positive_float,
+        default=3600.0,
+        help="seconds between the capture agent's cleanup runs (3600)",
+    )
     work.set_defaults(handler=_cmd_workload)
 
     agent = sub.add_parser("agent", help="run the capture agent until Ctrl-C")
@@ -516,6 +543,19 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="max LSN, capture instances, change rows, jobs")
     status.add_argument("path", type=Path, metavar="PATH")
     status.set_defaults(handler=_cmd_status)
+
+    check = commands.add_parser(
+        "check",
+        help="load the configuration and discover its sources, as the code location does",
+    )
+    check.add_argument(
+        "config",
+        type=Path,
+        nargs="?",
+        metavar="CONFIG",
+        help="the config file ($CDC_ASSETS_CONFIG, else ./cdc_assets.yaml)",
+    )
+    check.set_defaults(handler=_cmd_check)
 
     demo = commands.add_parser(
         "demo", help="continuous sync of the demo source, verified (--headless: one process)"
@@ -534,6 +574,24 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (0)")
     demo.set_defaults(handler=_cmd_demo)
     return parser
+
+
+def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
+    """The code location's load, without Dagster's processes: one line either way."""
+    from cdc_assets.config import config_path
+    from cdc_assets.dagster.code_location import CodeLocationError, load_definitions
+
+    try:
+        _defs, sources = load_definitions(args.config)
+    except CodeLocationError as exc:
+        raise UsageError(str(exc)) from None
+    found = "; ".join(
+        f"source {s.name!r}: {len(s.tables)} tables"
+        f" ({', '.join(f'{t.schema}.{t.name}' for t in s.tables) or 'none'})"
+        for s in sources
+    )
+    out.write(f"{config_path(args.config)}: ok; {found}\n")
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:

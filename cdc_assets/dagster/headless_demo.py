@@ -46,8 +46,9 @@ class Progress:
 
 class HeadlessDemo:
     def __init__(self, workdir: Path, *, rows: int, tps: float, seed: int, say: Say) -> None:
-        self.workdir = workdir
-        self.db = workdir / "source.db"
+        # Absolute: the config below resolves relative paths against the work dir once more.
+        self.workdir = workdir.resolve()
+        self.db = self.workdir / "source.db"
         self.rows, self.tps, self.seed, self.say = rows, tps, seed, say
         self.progress = Progress()
 
