@@ -20,6 +20,7 @@ from .errors import (
     ProgrammingError,
     Warning,
 )
+from .storage import is_emulator_database
 
 __all__ = [
     "CaptureAgent",
@@ -39,6 +40,7 @@ __all__ = [
     "apilevel",
     "cleanup",
     "connect",
+    "is_emulator_database",
     "paramstyle",
     "scan",
     "threadsafety",
