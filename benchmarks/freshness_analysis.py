@@ -20,6 +20,7 @@ from cdc_assets.dagster.names import PARTITION_TAG
 from cdc_assets.dagster.partitions import parse_partition
 from cdc_assets.dagster.source import Source, load_source
 from cdc_assets.lsn import Lsn
+from cdc_assets.sqlserver import changed_lsns, transaction_commits
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,19 +82,15 @@ def analyze(workdir: Path, meta: dict[str, Any]) -> dict[str, Any]:
 def read_commits(db: Path, source: Source, after: int) -> list[Commit]:
     conn = emulator.connect(db, autocommit=True)
     try:
-        cursor = conn.cursor()
         touched: dict[int, set[str]] = {}
         for table in source.tables:
-            cursor.execute(f"SELECT DISTINCT [__$start_lsn] FROM [cdc].[{table.instance.name}_CT]")
-            for (value,) in cursor.fetchall():
-                touched.setdefault(int(Lsn.from_bytes(value)), set()).add(table.instance.name)
-        cursor.execute("SELECT start_lsn, tran_end_time, tran_id FROM cdc.lsn_time_mapping")
-        commits = []
-        for start_lsn, end_time, tran_id in cursor.fetchall():
-            lsn = int(Lsn.from_bytes(start_lsn))
-            if lsn <= after or not any(tran_id) or lsn not in touched:
-                continue
-            commits.append(Commit(lsn, local_timestamp(end_time), touched[lsn]))
+            for value in changed_lsns(conn, table.instance.name):
+                touched.setdefault(int(value), set()).add(table.instance.name)
+        commits = [
+            Commit(int(lsn), local_timestamp(end_time), touched[int(lsn)])
+            for lsn, end_time in transaction_commits(conn, Lsn.from_int(max(after, 0)))
+            if int(lsn) in touched
+        ]
     finally:
         conn.close()
     return sorted(commits, key=lambda c: c.lsn)
