@@ -35,6 +35,7 @@ from .errors import (
     ProgrammingError,
     Warning,
 )
+from .storage import is_emulator_database
 
 __all__ = [
     "CaptureAgent",
@@ -54,6 +55,7 @@ __all__ = [
     "apilevel",
     "cleanup",
     "connect",
+    "is_emulator_database",
     "paramstyle",
     "scan",
     "threadsafety",
