@@ -242,10 +242,9 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
             max_rows=args.max_rows,
         )
         if args.retention_minutes is not None:  # what a DBA sets on the cleanup job
-            conn.execute(
-                "EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = ?",
-                args.retention_minutes,
-            )
+            from cdc_assets.sqlserver import set_cleanup_retention
+
+            set_cleanup_retention(conn, args.retention_minutes)
         if not args.no_capture:
             agent = emulator.CaptureAgent(path, cleanup_interval=args.cleanup_every).start()
         line = _Line(out, 0.25, 5.0)

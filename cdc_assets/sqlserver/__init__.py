@@ -59,6 +59,7 @@ from .health import (
     get_job_running,
     get_last_scan,
     get_server_time,
+    set_cleanup_retention,
 )
 from .lsn_queries import (
     decrement_lsn,
@@ -140,6 +141,7 @@ __all__ = [
     "range_stats",
     "read_changes",
     "read_function_changes",
+    "set_cleanup_retention",
     "snapshot_table",
     "table_exists",
     "transaction_commits",
