@@ -83,17 +83,9 @@ def _require_emulator_db(path: Path) -> None:
         raise UsageError(f"{path}: no such file (create it with '{PROG} emulator create {path}')")
     if not path.is_file():
         raise UsageError(f"{path}: not a file")
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-        try:
-            found = db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_emu_state'"
-            ).fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        found = None
-    if not found:
+    from cdc_assets.emulator import is_emulator_database
+
+    if not is_emulator_database(path):
         raise UsageError(f"{path}: not a cdc_assets emulator database")
 
 

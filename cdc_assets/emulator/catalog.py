@@ -83,6 +83,7 @@ class Catalog:
     tables_by_id: dict[int, Table]
     schemas: dict[str, int]
     instances: dict[str, CaptureInstance]
+    instance_names: dict[int, str] = field(default_factory=dict)  # change table id -> key
     change_seq: int = 0  # the last ``_emu_catalog_changes`` row this catalog includes
 
     def instances_of(self, source_object_id: int) -> list[CaptureInstance]:
@@ -142,19 +143,15 @@ _MAX_CHANGED_OBJECTS = 2000  # more changed objects than this since a catalog: l
 def refresh(db: sqlite3.Connection, current: Catalog | None) -> Catalog:
     """The catalog at the database's current token (call inside one read snapshot).
 
-    ``current`` (a catalog this connection loaded before) is kept when the token is unchanged and
-    brought up to date from ``_emu_catalog_changes`` when the changes since it are on record: only
-    the objects DDL touched are read again, so creating N tables one by one costs O(N), not
-    O(N²). Otherwise a catalog another connection of this process loaded at the same token is
-    reused, else the whole catalog is read.
+    ``current`` (a catalog this connection loaded before) is kept when the token is unchanged. Else
+    a catalog another connection of this process has at the same token is reused; else
+    ``current`` is brought up to date from ``_emu_catalog_changes`` when the changes since it are
+    on record: only the objects DDL touched are read again, so creating N tables one by one costs
+    O(N), not O(N²). Else the whole catalog is read.
     """
     token = read_token(db)
     if current is not None and current.token == token:
         return current
-    if current is not None:
-        updated = _apply_changes(db, current, token)
-        if updated is not None:
-            return updated
     guid = str(db.execute("SELECT value FROM _emu_meta WHERE key = 'db_guid'").fetchone()[0])
     key = (guid, token)
     with _CACHE_LOCK:
@@ -162,7 +159,9 @@ def refresh(db: sqlite3.Connection, current: Catalog | None) -> Catalog:
         if cached is not None:
             _CACHE.move_to_end(key)
             return cached
-    catalog = load(db)
+    catalog = _apply_changes(db, current, token) if current is not None else None
+    if catalog is None:
+        catalog = load(db)
     with _CACHE_LOCK:
         _CACHE[key] = catalog
         while len(_CACHE) > _CACHE_SIZE:
@@ -196,27 +195,38 @@ def _apply_changes(db: sqlite3.Connection, current: Catalog, token: int) -> Cata
     if len(changed) > _MAX_CHANGED_OBJECTS:
         return None
     meta, schemas, schema_names = _read_database(db)
-    cdc_enabled = bool(int(meta.get("cdc_enabled") or 0))
+    cdc_enabled = bool(int(str(meta.get("cdc_enabled") or 0)))
+    # copies (C speed) changed in place: no Python loop over every table per DDL statement
+    tables = dict(current.tables)
     by_id = dict(current.tables_by_id)
-    instances = (
-        {k: i for k, i in current.instances.items() if i.object_id not in changed}
-        if cdc_enabled
-        else {}
-    )
+    instances = dict(current.instances) if cdc_enabled else {}
+    instance_names = dict(current.instance_names) if cdc_enabled else {}
     for oid in changed:
-        by_id.pop(oid, None)
-    by_id.update((t.object_id, t) for t in _read_tables(db, schema_names, changed) if t.object_id)
+        old = by_id.pop(oid, None)
+        if old is not None:
+            tables.pop((old.schema.lower(), old.name.lower()), None)
+        name = instance_names.pop(oid, None)
+        if name is not None:
+            del instances[name]
+    for table in _read_tables(db, schema_names, changed):
+        assert table.object_id is not None
+        tables[(table.schema.lower(), table.name.lower())] = table
+        by_id[table.object_id] = table
     if cdc_enabled:
-        instances.update(_read_instances(db, by_id, changed))
-    return _catalog(token, meta, schemas, by_id, instances, rows[-1][0])
+        for name, instance in _read_instances(db, by_id, changed).items():
+            instances[name] = instance
+            instance_names[instance.object_id] = name
+    return _catalog(token, meta, schemas, tables, by_id, instances, instance_names, rows[-1][0])
 
 
 def _catalog(
     token: int,
     meta: dict[str, object],
     schemas: dict[str, int],
+    tables: dict[tuple[str, str], Table],
     by_id: dict[int, Table],
     instances: dict[str, CaptureInstance],
+    instance_names: dict[int, str],
     change_seq: int,
 ) -> Catalog:
     return Catalog(
@@ -224,10 +234,11 @@ def _catalog(
         db_guid=str(meta.get("db_guid")),
         cdc_enabled=bool(int(str(meta.get("cdc_enabled") or 0))),
         allow_snapshot=bool(int(str(meta.get("allow_snapshot") or 0))),
-        tables={(t.schema.lower(), t.name.lower()): t for t in by_id.values()},
+        tables=tables,
         tables_by_id=by_id,
         schemas=schemas,
         instances=instances,
+        instance_names=instance_names,
         change_seq=change_seq,
     )
 
@@ -346,6 +357,8 @@ def load(db: sqlite3.Connection) -> Catalog:
     (change_seq,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM _emu_catalog_changes").fetchone()
     meta, schemas, schema_names = _read_database(db)
     by_id = {t.object_id: t for t in _read_tables(db, schema_names, None) if t.object_id}
-    cdc_enabled = bool(int(meta.get("cdc_enabled") or 0))
+    tables = {(t.schema.lower(), t.name.lower()): t for t in by_id.values()}
+    cdc_enabled = bool(int(str(meta.get("cdc_enabled") or 0)))
     instances = _read_instances(db, by_id, None) if cdc_enabled else {}
-    return _catalog(token, meta, schemas, by_id, instances, int(change_seq))
+    names = {i.object_id: name for name, i in instances.items()}
+    return _catalog(token, meta, schemas, tables, by_id, instances, names, int(change_seq))

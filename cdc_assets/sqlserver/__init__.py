@@ -22,7 +22,13 @@ from .catalog import (
     discover,
     table_exists,
 )
-from .changes import count_change_rows, count_changes, read_changes, read_function_changes
+from .changes import (
+    changed_lsns,
+    count_change_rows,
+    count_changes,
+    read_changes,
+    read_function_changes,
+)
 from .connection import (
     ConnectionFactory,
     DsnSettings,
@@ -64,7 +70,13 @@ from .lsn_queries import (
     map_time_to_lsn,
     wait_for_max_lsn,
 )
-from .ranges import RangeStats, last_transaction_lsn, plan_next_range, range_stats
+from .ranges import (
+    RangeStats,
+    last_transaction_lsn,
+    plan_next_range,
+    range_stats,
+    transaction_commits,
+)
 from .snapshot import (
     ExactSnapshot,
     KeyRange,
@@ -105,6 +117,7 @@ __all__ = [
     "SqlServerError",
     "begin_exact_snapshot",
     "capture_health",
+    "changed_lsns",
     "connection_factory",
     "count_change_rows",
     "count_changes",
@@ -129,6 +142,7 @@ __all__ = [
     "read_function_changes",
     "snapshot_table",
     "table_exists",
+    "transaction_commits",
     "translate_dbapi_error",
     "wait_for_max_lsn",
 ]
