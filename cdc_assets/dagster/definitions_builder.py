@@ -85,6 +85,7 @@ def source_definitions(source: Source) -> Definitions:
     health_job = define_asset_job(
         health_job_name(source.name),
         selection=reconcile | AssetSelection.checks(capture_checks),
+        executor_def=in_process_executor,  # one process (and at most one Spark) per run
         description=f"Health of source '{source.name}' while nothing else runs: the mirrors' row "
         "counts against the source (reconcile) and the CDC capture job (capture_health, which "
         "no sync run would check once capture has stopped and the max LSN stands still).",
