@@ -51,7 +51,7 @@ from cdc_assets.sqlserver.dbapi import DbapiConnection, fetch_value
 from cdc_assets.sqlserver.errors import LsnNotAvailable, SqlServerError
 from cdc_assets.sqlserver.health import SERVER_TIME_QUERY
 
-from .chain import SnapshotInfo, range_partitions
+from .chain import SnapshotInfo, recent_ranges, retired_through
 from .io_manager import StoredFrame
 from .metadata import (
     COLUMN_LINEAGE,
@@ -254,13 +254,22 @@ def effective_range(lsn_range: LsnRange, snapshot: SnapshotInfo | None) -> LsnRa
 
 
 def chain_result(
-    table: Table, lsn_range: LsnRange, ranges: Sequence[LsnRange], snapshot: SnapshotInfo | None
+    table: Table,
+    lsn_range: LsnRange,
+    ranges: Sequence[LsnRange],
+    snapshot: SnapshotInfo | None,
+    retired: Lsn | None = None,
 ) -> AssetCheckResult:
     """``lo`` continues the chain: the previous range ends at ``lo``, or ``lo`` is at or below
-    the LSN the table's snapshot replays from."""
+    the LSN the table's snapshot replays from, or the ranges before ``lo`` were retired
+    (``sync.retain_ranges``) and ended at ``lo``."""
     before = [r for r in ranges if r.lo < lsn_range.lo]
     previous = before[-1] if before else None
     meta = {"lo": lsn_range.lo.hex, "previous_hi": previous.hi.hex if previous else "none"}
+    continues = previous is not None and previous.hi == lsn_range.lo
+    if previous is None and retired is not None:
+        meta["retired_through"] = retired.hex
+        continues = lsn_range.lo == retired
     if snapshot is None:
         return AssetCheckResult(
             asset_key=table.change_log_key,
@@ -271,17 +280,15 @@ def chain_result(
             metadata=meta,
         )
     meta["snapshot_replay_from"] = snapshot.replay_from.hex
-    if lsn_range.lo <= snapshot.replay_from or (
-        previous is not None and previous.hi == lsn_range.lo
-    ):
+    if lsn_range.lo <= snapshot.replay_from or continues:
         return AssetCheckResult(
             asset_key=table.change_log_key, check_name=CHAIN, passed=True, metadata=meta
         )
+    since = previous.hi if previous else retired or snapshot.replay_from
     why = (
         f"range {lsn_range.key} overlaps the previous range {previous.key}"
         if previous is not None and previous.hi > lsn_range.lo
-        else f"the changes between {(previous.hi if previous else snapshot.replay_from).hex} "
-        f"and {lsn_range.lo.hex} are in no partition"
+        else f"the changes between {since.hex} and {lsn_range.lo.hex} are in no partition"
     )
     return AssetCheckResult(
         asset_key=table.change_log_key,
@@ -463,7 +470,13 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
         spark = context.resources.pyspark.spark_session
         lsn_range = parse_partition(context.partition_key)
         selected = [by_key[k] for k in context.selected_asset_keys if k in by_key]
-        ranges = range_partitions(context.instance.get_dynamic_partitions(partitions.name))
+        # the keys back to this range's start (its predecessor), not all of them
+        ranges = (
+            recent_ranges(context.instance, partitions.name, reach=lsn_range.lo)
+            if lsn_range is not None
+            else []
+        )
+        retired = retired_through(context.instance, partitions.name)
         wanted = context.selected_asset_check_keys
         conn = source.connect()
         try:
@@ -495,7 +508,8 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                                 "run_id": context.run.run_id,
                             },
                         )
-                        results = [refused, chain_result(table, lsn_range, ranges, snapshot)]
+                        chained = chain_result(table, lsn_range, ranges, snapshot, retired)
+                        results = [refused, chained]
                         yield from (
                             r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
                         )
@@ -521,7 +535,9 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                     )
                 else:
                     results.append(
-                        chain_result(table, lsn_range, ranges, snapshot_info(source, table))
+                        chain_result(
+                            table, lsn_range, ranges, snapshot_info(source, table), retired
+                        )
                     )
                 yield from (
                     r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted

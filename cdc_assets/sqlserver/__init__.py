@@ -46,7 +46,7 @@ from .lsn_queries import (
     map_time_to_lsn,
     wait_for_max_lsn,
 )
-from .ranges import RangeStats, plan_next_range, range_stats
+from .ranges import RangeStats, committed_before, plan_next_range, range_stats
 from .snapshot import (
     ExactSnapshot,
     KeyRange,
@@ -84,6 +84,7 @@ __all__ = [
     "SqlServerError",
     "begin_exact_snapshot",
     "capture_health",
+    "committed_before",
     "connection_factory",
     "count_changes",
     "database_info",

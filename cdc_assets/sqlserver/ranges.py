@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from cdc_assets.lsn import Lsn, LsnRange
 
 from .dbapi import DbapiConnection, fetch_all, fetch_value
-from .lsn_queries import get_max_lsn
+from .lsn_queries import get_max_lsn, map_time_to_lsn
 
-__all__ = ["RangeStats", "plan_next_range", "range_stats"]
+__all__ = ["RangeStats", "committed_before", "plan_next_range", "range_stats"]
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-lsn-time-mapping-transact-sql
 NTH_TRANSACTION_QUERY = """
@@ -71,3 +71,14 @@ def range_stats(conn: DbapiConnection, lsn_range: LsnRange) -> RangeStats:
     """Transactions and commit-time span of ``(lo, hi]`` (0 transactions: an empty range)."""
     ((count, first, last),) = fetch_all(conn, RANGE_STATS_QUERY, lsn_range.lo.raw, lsn_range.hi.raw)
     return RangeStats(int(count), first, last)
+
+
+# https://learn.microsoft.com/en-us/sql/t-sql/functions/sysdatetime-transact-sql
+SERVER_NOW_QUERY = "SELECT SYSDATETIME()"
+
+
+def committed_before(conn: DbapiConnection, seconds: float) -> Lsn | None:
+    """The commit LSN of the last transaction committed at least ``seconds`` ago by the server's
+    clock (so the two clocks need not agree); None when there is none. Two queries."""
+    now: dt.datetime = fetch_value(conn, SERVER_NOW_QUERY)
+    return map_time_to_lsn(conn, now - dt.timedelta(seconds=seconds))
