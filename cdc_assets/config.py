@@ -16,7 +16,7 @@
         snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
         owners: ["team:data-platform"]       # shown on every asset of the source
     storage: {base_path: .demo/storage}
-    spark: {master: "local[2]", conf: {}}
+    spark: {master: "local[2]", conf: {}}     # or remote: sc://127.0.0.1:15002 (Spark Connect)
     examples: [daily_orders]                 # the demo's downstream asset (needs dbo.orders)
 
 Relative paths are relative to the file. A bad file raises :class:`ConfigError` with one message
@@ -252,7 +252,22 @@ class StorageConfig(_Model):
 
 class SparkConfig(_Model):
     master: str = Field(default="local[*]", min_length=1)
+    remote: str | None = Field(
+        default=None,
+        description="A Spark Connect server (sc://host:port): runs attach to a warm Spark "
+        "instead of starting one; master is then the server's business.",
+    )
     conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("remote")
+    @classmethod
+    def _connect_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^sc://[^\s/:]+(:\d+)?(/.*)?$", value):
+            raise ValueError(
+                "a Spark Connect URL is sc://host:port (e.g. sc://127.0.0.1:15002); leave "
+                "remote out to start Spark in the run with master"
+            )
+        return value
 
 
 class ProjectConfig(_Model):

@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+from cdc_assets.spark.session import write_parallelism
 
 from .chain import ChainGap, ranges_covering, recent_ranges
 from .change_log import IO_MANAGER, parse_partition, snapshot_info
@@ -155,7 +156,7 @@ def _mirror_output(
     else:
         merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
     # kept rows + upserts: without this, every merge would add files to the next version.
-    merged = merged.coalesce(max(1, spark.sparkContext.defaultParallelism))
+    merged = merged.coalesce(write_parallelism(spark))
 
     as_of = _as_of(source, table, needed)
 
