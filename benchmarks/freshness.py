@@ -82,11 +82,12 @@ from _common import machine_line  # noqa: E402
 
 from cdc_assets import emulator  # noqa: E402
 from cdc_assets.config import load_config  # noqa: E402
-from cdc_assets.dagster.change_log import parse_partition  # noqa: E402
 from cdc_assets.dagster.names import PARTITION_TAG  # noqa: E402
+from cdc_assets.dagster.partitions import parse_partition  # noqa: E402
 from cdc_assets.dagster.source import Source, load_source  # noqa: E402
 from cdc_assets.lsn import Lsn  # noqa: E402
-from cdc_assets.spark.session import DEFAULT_CONF  # noqa: E402
+from cdc_assets.spark.session import session_conf  # noqa: E402
+from cdc_assets.sqlserver import find_max_lsn, last_transaction_lsn  # noqa: E402
 
 TARGET_SLACK = 10.0
 SOURCE = "demo"
@@ -268,18 +269,16 @@ class LsnSampler:
     def _run(self) -> None:
         conn = emulator.connect(self.db, autocommit=True)
         try:
-            cursor = conn.cursor()
             highest = -1
             while not self._stop.is_set():
                 try:
-                    cursor.execute("SELECT sys.fn_cdc_get_max_lsn()")
-                    value = cursor.fetchone()[0]
+                    value = find_max_lsn(conn)
                 except Exception:
                     self.errors += 1
                     value = None
                 now = time.time()
-                if value is not None and int(Lsn.from_bytes(value)) > highest:
-                    highest = int(Lsn.from_bytes(value))
+                if value is not None and int(value) > highest:
+                    highest = int(value)
                     self.times.append(now)
                     self.lsns.append(highest)
                 self._stop.wait(SAMPLE_SECONDS)
@@ -576,12 +575,8 @@ def analyze(workdir: Path, meta: dict[str, Any]) -> dict[str, Any]:
 def last_commit_lsn(db: Path) -> int:
     conn = emulator.connect(db, autocommit=True)
     try:
-        cursor = conn.cursor()
-        cursor.execute(
-            "SELECT MAX(start_lsn) FROM cdc.lsn_time_mapping "
-            "WHERE tran_id <> 0x00000000000000000000"
-        )
-        return int(Lsn.from_bytes(cursor.fetchone()[0]))
+        last = last_transaction_lsn(conn)
+        return int(last) if last is not None else -1
     finally:
         conn.close()
 
@@ -1097,7 +1092,7 @@ def connect_probe(workdir: Path, deps: str, repeat: int) -> dict[str, Any]:
             "spark.connect.grpc.binding.address=127.0.0.1",
             "--conf",
             f"spark.connect.grpc.binding.port={port}",
-            *[f"--conf={k}={v}" for k, v in {**DEFAULT_CONF, **_common.SPARK_CONF}.items()],
+            *[f"--conf={k}={v}" for k, v in session_conf(_common.SPARK_CONF).items()],
         ],
         workdir / "spark-connect.log",
         env,

@@ -142,3 +142,12 @@ class SnapshotInfo:
             version,
             str(properties.get("capture_instance", "")),
         )
+
+
+def effective_range(lsn_range: LsnRange, snapshot: SnapshotInfo | None) -> LsnRange | None:
+    """The part of ``lsn_range`` the table needs beyond its snapshot; None if it needs none."""
+    if snapshot is None or snapshot.replay_from <= lsn_range.lo:
+        return lsn_range
+    if snapshot.replay_from >= lsn_range.hi:
+        return None
+    return LsnRange(snapshot.replay_from, lsn_range.hi)

@@ -8,7 +8,6 @@ from dagster import (
     AssetSelection,
     AssetSpec,
     Definitions,
-    DynamicPartitionsDefinition,
     define_asset_job,
     in_process_executor,
 )
@@ -17,14 +16,15 @@ from dagster_pyspark import LazyPySparkResource
 from cdc_assets.config import ProjectConfig
 from cdc_assets.spark.session import session_options, use_this_python_for_workers
 
-from .change_log import IO_MANAGER, build_change_logs
+from .change_log import build_change_logs
 from .examples import build_examples
 from .health_checks import build_capture_checks
 from .io_manager import SparkParquetIOManager
 from .metadata import asset_tags, table_metadata
 from .mirror import build_mirrors
 from .mirror_checks import build_mirror_checks
-from .names import SOURCE_TAG, group_name, partitions_name, sync_job_name
+from .names import IO_MANAGER, SOURCE_TAG, group_name, sync_job_name
+from .partitions import source_partitions
 from .source import Source, load_source
 from .sync_sensor import build_sync_sensor
 
@@ -35,13 +35,16 @@ def spark_resource(config: ProjectConfig) -> LazyPySparkResource:
     use_this_python_for_workers()
     return LazyPySparkResource(
         spark_config=session_options(
-            master=config.spark.master, remote=config.spark.remote, conf=config.spark.conf
+            master=config.spark.master,
+            remote=config.spark.remote,
+            conf=config.spark.conf,
+            storage_path=str(config.storage.base_path),
         )
     )
 
 
 def source_definitions(source: Source) -> Definitions:
-    partitions = DynamicPartitionsDefinition(name=partitions_name(source.name))
+    partitions = source_partitions(source.name)
     specs = [
         AssetSpec(
             t.source_key,

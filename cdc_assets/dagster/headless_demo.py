@@ -24,7 +24,7 @@ from cdc_assets.config import parse_config
 from cdc_assets.emulator.workload import Workload, create_demo_database
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import sqlserver_source
-from cdc_assets.sqlserver import get_max_lsn
+from cdc_assets.sqlserver import get_max_lsn, last_transaction_lsn
 
 from .definitions_builder import build_definitions
 from .mirror import mirror_lsn
@@ -46,17 +46,11 @@ class Progress:
     transactions: int = 0
 
 
-def last_transaction_lsn(conn: object) -> Lsn | None:
-    row = conn.execute(  # type: ignore[attr-defined]
-        "SELECT MAX(start_lsn) FROM cdc.lsn_time_mapping WHERE tran_id <> 0x00"
-    ).fetchone()
-    return Lsn.from_bytes(row[0]) if row and row[0] is not None else None
-
-
 class HeadlessDemo:
     def __init__(self, workdir: Path, *, rows: int, tps: float, seed: int, say: Say) -> None:
-        self.workdir = workdir
-        self.db = workdir / "source.db"
+        # Absolute: the config below resolves relative paths against the work dir once more.
+        self.workdir = workdir.resolve()
+        self.db = self.workdir / "source.db"
         self.rows, self.tps, self.seed, self.say = rows, tps, seed, say
         self.progress = Progress()
 

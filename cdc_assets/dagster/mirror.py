@@ -35,7 +35,7 @@ from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets.spark.session import write_parallelism
 
 from .chain import ChainGap, ranges_covering, recent_ranges
-from .change_log import IO_MANAGER, parse_partition, snapshot_info
+from .change_log_state import snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame
 from .metadata import (
     COLUMN_LINEAGE,
@@ -45,7 +45,8 @@ from .metadata import (
     table_metadata,
     text,
 )
-from .names import SNAPSHOT_PARTITION, group_name
+from .names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
+from .partitions import parse_partition
 from .source import Source, Table
 
 

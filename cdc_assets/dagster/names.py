@@ -1,4 +1,4 @@
-"""Names a person sees in the Dagster UI: asset keys, partitions, jobs, sensors, tags.
+"""Names a person sees in the Dagster UI: asset keys, partitions, jobs, sensors, tags, checks.
 
 ``sqlserver/<source>/<schema>/<table>`` is the source table, ``cdc/…`` its change log,
 ``mirror/…`` its current state. Dagster allows only letters, digits and ``_`` in a key part, so
@@ -17,6 +17,10 @@ SNAPSHOT_PARTITION = "snapshot"
 SOURCE_TAG = "cdc_assets/source"
 PARTITION_TAG = "cdc_assets/partition"
 RESNAPSHOT_TAG = "cdc_assets/resnapshot_reason"  # on snapshot runs the sensor starts after a gap
+IO_MANAGER = "cdc_io_manager"  # the resource key of the Parquet IO manager
+COVERAGE = "coverage"  # the change-log checks (:mod:`.change_log_checks`)
+CHAIN = "chain"
+BLOCKING = (COVERAGE, CHAIN)  # the checks that run with every change-log partition
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_]")
 
 

@@ -54,9 +54,16 @@ from cdc_assets.sqlserver import committed_before, get_max_lsn, plan_next_range
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
 from .chain import PAGE, SnapshotInfo, chain_end, range_partitions, recent_ranges, retire
-from .change_log import BLOCKING, snapshot_info
+from .change_log_state import snapshot_info
 from .mirror import mirror_lsn
-from .names import PARTITION_TAG, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, SOURCE_TAG, sensor_name
+from .names import (
+    BLOCKING,
+    PARTITION_TAG,
+    RESNAPSHOT_TAG,
+    SNAPSHOT_PARTITION,
+    SOURCE_TAG,
+    sensor_name,
+)
 from .source import Source, Table
 
 IN_FLIGHT = [

@@ -7,18 +7,21 @@ but no start script, so it is started as::
 
     spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer spark-internal
 
-with the project's session settings (:data:`.session.DEFAULT_CONF` and ``spark.conf`` of the
-config) and bound to 127.0.0.1 unless told otherwise (it would listen on every interface). The
-Python data source runs in the server's Python workers, so the server must run with the
-project's interpreter (``PYSPARK_PYTHON``, set here to this one unless set).
+with the project's session settings (:func:`.session.session_conf`: the defaults, Delta Lake's
+jars and extension, and ``spark.conf`` of the config) and bound to 127.0.0.1 unless told
+otherwise (it would listen on every interface). The Python data source runs in the server's
+Python workers, so the server must run with the project's interpreter (``PYSPARK_PYTHON``, set
+here to this one unless set).
 
-    python -m cdc_assets.spark.connect_server --port 15002 [--config cdc_assets.yaml]
+    python -m cdc_assets.spark.connect_server [--config cdc_assets.yaml]   # runs the server
+    python -m cdc_assets.spark.connect_server --wait   # returns once it listens
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -26,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .session import DEFAULT_CONF, use_this_python_for_workers
+from .session import session_conf, use_this_python_for_workers
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -45,11 +48,11 @@ def server_command(
     host: str = "127.0.0.1",
     master: str = "local[*]",
     conf: Mapping[str, str] | None = None,
+    storage_path: str | None = None,
 ) -> list[str]:
     """The ``spark-submit`` command line of a Connect server on ``host:port``."""
     settings = {
-        **DEFAULT_CONF,
-        **(conf or {}),
+        **session_conf(conf, storage_path=storage_path),
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
     }
@@ -82,6 +85,7 @@ def start(
     host: str = "127.0.0.1",
     master: str = "local[*]",
     conf: Mapping[str, str] | None = None,
+    storage_path: str | None = None,
     log: Path | None = None,
     timeout_s: float = 120.0,
 ) -> subprocess.Popen[bytes]:
@@ -90,7 +94,7 @@ def start(
     use_this_python_for_workers()
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
-        server_command(port=port, host=host, master=master, conf=conf),
+        server_command(port=port, host=host, master=master, conf=conf, storage_path=storage_path),
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -130,22 +134,64 @@ def stop(process: subprocess.Popen[bytes], *, timeout_s: float = 30.0) -> None:
             pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run a Spark Connect server for cdc_assets.")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--master", default=None, help="default: spark.master of the config")
-    parser.add_argument("--config", default=None, help="the project config (its spark section)")
-    args = parser.parse_args(argv)
-    master, conf = "local[*]", {}
-    if args.config is not None or os.environ.get("CDC_ASSETS_CONFIG"):
-        from cdc_assets.config import load_config
+def _address(remote: str | None) -> tuple[str, int] | None:
+    """(host, port) of an ``sc://host:port`` URL."""
+    match = re.match(r"^sc://([^/:]+)(?::(\d+))?", remote or "")
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2) or DEFAULT_PORT)
 
-        config = load_config(args.config)
-        master, conf = config.spark.master, dict(config.spark.conf)
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Run a Spark Connect server for cdc_assets, on the address spark.remote of "
+        "the config names (default 127.0.0.1:15002), with its spark.master and spark.conf."
+    )
+    parser.add_argument("--config", default=None, help="the project config (default: as usual)")
+    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--host", default=None)
+    parser.add_argument(
+        "--wait", action="store_true", help="only wait until the server listens (exit 1 if not)"
+    )
+    parser.add_argument("--timeout", type=float, default=180.0)
+    args = parser.parse_args(argv)
+
+    from cdc_assets.config import load_config
+
+    config = load_config(args.config)
+    host, port = _address(config.spark.remote) or ("127.0.0.1", DEFAULT_PORT)
+    host, port = args.host or host, args.port or port
+    if args.wait:
+        try:
+            wait_until_listening(host, port, timeout_s=args.timeout)
+        except TimeoutError as exc:
+            print(f"connect_server: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if not _port_free(host, port):
+        print(
+            f"connect_server: {host}:{port} is in use: stop what listens there, or point "
+            "spark.remote of the config at another port",
+            file=sys.stderr,
+        )
+        return 2
     use_this_python_for_workers()
     command = server_command(
-        port=args.port, host=args.host, master=args.master or master, conf=conf
+        port=port,
+        host=host,
+        master=config.spark.master,
+        conf=config.spark.conf,
+        storage_path=str(config.storage.base_path),
     )
     sys.stdout.flush()
     os.execv(command[0], command)  # the server replaces this process: a signal reaches the JVM

@@ -13,8 +13,16 @@ One module per concern, each with its T-SQL as constants next to the function th
 - :mod:`.errors`, :mod:`.quoting`, :mod:`.dbapi` — errors, identifier quoting, DB-API plumbing
 """
 
-from .catalog import CaptureInstance, Column, DatabaseInfo, SourceTable, database_info, discover
-from .changes import count_changes, read_changes, read_function_changes
+from .catalog import (
+    CaptureInstance,
+    Column,
+    DatabaseInfo,
+    SourceTable,
+    database_info,
+    discover,
+    table_exists,
+)
+from .changes import count_change_rows, count_changes, read_changes, read_function_changes
 from .connection import (
     ConnectionFactory,
     DsnSettings,
@@ -36,9 +44,19 @@ from .errors import (
     SqlServerError,
     translate_dbapi_error,
 )
-from .health import CaptureHealth, capture_health
+from .health import (
+    CaptureHealth,
+    CdcJob,
+    LogScan,
+    capture_health,
+    get_cdc_jobs,
+    get_job_running,
+    get_last_scan,
+    get_server_time,
+)
 from .lsn_queries import (
     decrement_lsn,
+    find_max_lsn,
     get_max_lsn,
     get_min_lsn,
     increment_lsn,
@@ -46,13 +64,14 @@ from .lsn_queries import (
     map_time_to_lsn,
     wait_for_max_lsn,
 )
-from .ranges import RangeStats, committed_before, plan_next_range, range_stats
+from .ranges import RangeStats, committed_before, last_transaction_lsn, plan_next_range, range_stats
 from .snapshot import (
     ExactSnapshot,
     KeyRange,
     SnapshotRead,
     SnapshotResult,
     begin_exact_snapshot,
+    count_rows,
     snapshot_table,
 )
 
@@ -61,6 +80,7 @@ __all__ = [
     "CaptureInstance",
     "CaptureInstanceNotFound",
     "CaptureNotReady",
+    "CdcJob",
     "CdcNotEnabled",
     "Column",
     "ConnectionFactory",
@@ -71,6 +91,7 @@ __all__ = [
     "KeyRange",
     "KeylessTableNeedsSnapshotIsolation",
     "LockTimeout",
+    "LogScan",
     "LoginFailed",
     "LsnNotAvailable",
     "OdbcSettings",
@@ -86,13 +107,21 @@ __all__ = [
     "capture_health",
     "committed_before",
     "connection_factory",
+    "count_change_rows",
     "count_changes",
+    "count_rows",
     "database_info",
     "decrement_lsn",
     "discover",
+    "find_max_lsn",
+    "get_cdc_jobs",
+    "get_job_running",
+    "get_last_scan",
     "get_max_lsn",
     "get_min_lsn",
+    "get_server_time",
     "increment_lsn",
+    "last_transaction_lsn",
     "map_lsn_to_time",
     "map_time_to_lsn",
     "plan_next_range",
@@ -100,6 +129,7 @@ __all__ = [
     "read_changes",
     "read_function_changes",
     "snapshot_table",
+    "table_exists",
     "translate_dbapi_error",
     "wait_for_max_lsn",
 ]

@@ -19,9 +19,16 @@ from dataclasses import dataclass
 from cdc_assets.lsn import Lsn, LsnRange
 
 from .dbapi import DbapiConnection, fetch_all, fetch_value
+from .health import get_server_time
 from .lsn_queries import get_max_lsn, map_time_to_lsn
 
-__all__ = ["RangeStats", "committed_before", "plan_next_range", "range_stats"]
+__all__ = [
+    "RangeStats",
+    "committed_before",
+    "last_transaction_lsn",
+    "plan_next_range",
+    "range_stats",
+]
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-lsn-time-mapping-transact-sql
 NTH_TRANSACTION_QUERY = """
@@ -73,12 +80,20 @@ def range_stats(conn: DbapiConnection, lsn_range: LsnRange) -> RangeStats:
     return RangeStats(int(count), first, last)
 
 
-# https://learn.microsoft.com/en-us/sql/t-sql/functions/sysdatetime-transact-sql
-SERVER_NOW_QUERY = "SELECT SYSDATETIME()"
+# Rows with tran_id 0x00 mark the capture job's scan progress, not transactions.
+LAST_TRANSACTION_QUERY = "SELECT MAX(start_lsn) FROM cdc.lsn_time_mapping WHERE tran_id <> 0x00"
+
+
+def last_transaction_lsn(conn: DbapiConnection) -> Lsn | None:
+    """The commit LSN of the newest captured transaction; None before the first one."""
+    value = fetch_value(conn, LAST_TRANSACTION_QUERY)
+    return None if value is None else Lsn.from_bytes(value)
 
 
 def committed_before(conn: DbapiConnection, seconds: float) -> Lsn | None:
     """The commit LSN of the last transaction committed at least ``seconds`` ago by the server's
     clock (so the two clocks need not agree); None when there is none. Two queries."""
-    now: dt.datetime = fetch_value(conn, SERVER_NOW_QUERY)
+    now = get_server_time(conn)
+    if now is None:
+        return None
     return map_time_to_lsn(conn, now - dt.timedelta(seconds=seconds))
