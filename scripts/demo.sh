@@ -7,7 +7,9 @@
 #    code location finds every capture instance.
 # 2. Starts the workload generator with the capture agent in the background (its own process group,
 #    status lines in .demo/workload.log).
-# 3. Runs `dagster dev -w workspace.yaml` with the persistent instance DAGSTER_HOME=.demo/dagster_home
+# 3. Starts a Spark Connect server (spark.remote in cdc_assets.yaml) that every run attaches to,
+#    so a run does not start a Spark driver of its own (log in .demo/logs/spark-connect.log).
+# 4. Runs `dagster dev -w workspace.yaml` with the persistent instance DAGSTER_HOME=.demo/dagster_home
 #    (its dagster.yaml is written once) and prints the UI address; the sensor demo_sync_sensor runs
 #    by default and keeps the change logs and mirrors in sync.
 # Ctrl-C (or a TERM to this script) stops Dagster, then the workload, and leaves no process behind.
@@ -37,6 +39,7 @@ STORAGE=.demo/storage
 LOG_DIR=.demo/logs
 WORKLOAD_LOG=$LOG_DIR/workload.log
 DAGSTER_LOG=$LOG_DIR/dagster.log
+SPARK_LOG=$LOG_DIR/spark-connect.log
 TPS="${DEMO_TPS:-20}"
 ROWS="${DEMO_ROWS:-1000}"
 MAX_ROWS="${DEMO_MAX_ROWS:-3000}"
@@ -156,6 +159,7 @@ if env --default-signal=INT true 2>/dev/null; then
 fi
 
 WORKLOAD_PID=""
+SPARK_PID=""
 DAGSTER_PID=""
 WAITER_PID=""
 LINES_PID=""
@@ -225,6 +229,10 @@ cleanup() {
     kill -TERM "$LINES_PID" 2>/dev/null || true
     wait "$LINES_PID" 2>/dev/null || true
   fi
+  if [ -n "$SPARK_PID" ]; then
+    stop_group "$SPARK_PID" 150
+    echo "demo: Spark Connect server stopped (its log: $SPARK_LOG)"
+  fi
   if [ -n "$WORKLOAD_PID" ]; then
     # The workload stops its capture agent and logs a summary line on Ctrl-C.
     stop_group "$WORKLOAD_PID" 150
@@ -250,6 +258,28 @@ if ! alive "$WORKLOAD_PID"; then
   echo "demo: the workload stopped at once:" >&2
   cat "$WORKLOAD_LOG" >&2
   exit 1
+fi
+
+# Warm Spark: the runs attach to this Spark Connect server (spark.remote in cdc_assets.yaml)
+# instead of each starting a Spark driver. Its own process group, stopped by cleanup after Dagster.
+if grep -qE '^[[:space:]]*remote:[[:space:]]*sc://' "$CDC_ASSETS_CONFIG"; then
+  echo "demo: starting the Spark Connect server the runs attach to; log in $SPARK_LOG"
+  setsid "${DEFAULT_SIGNALS[@]}" "$PY" -m cdc_assets.spark.connect_server \
+    >"$SPARK_LOG" 2>&1 </dev/null &
+  SPARK_PID=$!
+  spark_ready=""
+  for _ in $(seq 120); do  # up to ~4 min on a busy machine; stop at once if the server exited
+    if "$PY" -m cdc_assets.spark.connect_server --wait --timeout 2 2>/dev/null; then
+      spark_ready=1
+      break
+    fi
+    alive "$SPARK_PID" || break
+  done
+  if [ -z "$spark_ready" ]; then
+    echo "demo: the Spark Connect server did not start (last lines of $SPARK_LOG):" >&2
+    tail -n 5 "$SPARK_LOG" >&2
+    exit 1
+  fi
 fi
 
 banner="demo: Dagster UI at $URL — the sensor demo_sync_sensor keeps the mirrors in sync; Ctrl-C stops everything"

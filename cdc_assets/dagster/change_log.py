@@ -34,7 +34,7 @@ from dagster import (
 from cdc_assets.sqlserver import discover
 from cdc_assets.sqlserver.errors import SqlServerError
 
-from .chain import effective_range, range_partitions
+from .chain import effective_range, recent_ranges, retired_through
 from .change_log_checks import (
     chain_result,
     change_log_check_specs,
@@ -100,7 +100,13 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
         spark = context.resources.pyspark.spark_session
         lsn_range = parse_partition(context.partition_key)
         selected = [by_key[k] for k in context.selected_asset_keys if k in by_key]
-        ranges = range_partitions(context.instance.get_dynamic_partitions(partitions.name))
+        # the keys back to this range's start (its predecessor), not all of them
+        ranges = (
+            recent_ranges(context.instance, partitions.name, reach=lsn_range.lo)
+            if lsn_range is not None
+            else []
+        )
+        retired = retired_through(context.instance, partitions.name)
         wanted = context.selected_asset_check_keys
         conn = source.connect()
         try:
@@ -130,7 +136,8 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                             snapshot=snapshot,
                             run_id=context.run.run_id,
                         )
-                        results = [refused, chain_result(table, lsn_range, ranges, snapshot)]
+                        chained = chain_result(table, lsn_range, ranges, snapshot, retired)
+                        results = [refused, chained]
                         yield from (
                             r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
                         )
@@ -149,7 +156,9 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                     results.append(snapshot_chain_result(table))
                 else:
                     results.append(
-                        chain_result(table, lsn_range, ranges, snapshot_info(source, table))
+                        chain_result(
+                            table, lsn_range, ranges, snapshot_info(source, table), retired
+                        )
                     )
                 yield from (
                     r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted

@@ -73,6 +73,7 @@ from .lsn_queries import (
 )
 from .ranges import (
     RangeStats,
+    committed_before,
     last_transaction_lsn,
     plan_next_range,
     range_stats,
@@ -119,6 +120,7 @@ __all__ = [
     "begin_exact_snapshot",
     "capture_health",
     "changed_lsns",
+    "committed_before",
     "connection_factory",
     "count_change_rows",
     "count_changes",

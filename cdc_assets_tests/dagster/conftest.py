@@ -145,6 +145,7 @@ def make_harness(
     on_gap: str = "resnapshot",
     owners: tuple[str, ...] = (),
     examples: tuple[str, ...] = (),
+    retain_ranges: int | str = "1d",
 ) -> SyncHarness:
     db = tmp_path / "source.db"
     conn = emulator.connect(str(db), autocommit=True)
@@ -158,7 +159,11 @@ def make_harness(
                 {
                     "name": SOURCE,
                     "connection": {"emulator": {"path": str(db)}},
-                    "sync": {"max_transactions_per_range": max_transactions, "on_gap": on_gap},
+                    "sync": {
+                        "max_transactions_per_range": max_transactions,
+                        "on_gap": on_gap,
+                        "retain_ranges": retain_ranges,
+                    },
                     "snapshot": {"mode": snapshot_mode, "chunk_rows": chunk_rows},
                     "owners": list(owners),
                 }
