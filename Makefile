@@ -7,11 +7,11 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test lint demo bench soak clean
+.PHONY: setup test lint demo demo-reset bench soak clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh
+$(STAMP): pyproject.toml scripts/setup.sh scripts/install_jars.sh scripts/jars/pom.xml
 	bash scripts/setup.sh
 	touch $(STAMP)
 
@@ -33,6 +33,11 @@ soak: setup
 demo: setup
 	bash scripts/demo.sh
 
+# Start the demo over: a new source, no run history, no stored assets; the .venv stays.
+demo-reset: setup
+	rm -rf .demo
+	bash scripts/demo.sh
+
 # `make bench` runs every benchmark at its default size (tens of minutes on 2 cores);
 # `make bench QUICK=1` runs small versions. pandas, for the naive baselines only, and the rest of
 # pyspark[connect]'s Python packages, for freshness.py's Spark Connect measurement only, go into
@@ -49,6 +54,7 @@ bench: setup
 	$(PY) benchmarks/change_range.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/mirror_merge.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/sensor_tick.py $(if $(QUICK),--quick)
+	$(PY) benchmarks/emulator_tables.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/burst_memory.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/freshness.py $(if $(QUICK),--quick)
 

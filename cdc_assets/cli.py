@@ -21,11 +21,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from cdc_assets.emulator import Connection
     from cdc_assets.emulator.workload import WorkloadStats
+    from cdc_assets.lsn import Lsn
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -82,17 +83,9 @@ def _require_emulator_db(path: Path) -> None:
         raise UsageError(f"{path}: no such file (create it with '{PROG} emulator create {path}')")
     if not path.is_file():
         raise UsageError(f"{path}: not a file")
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-        try:
-            found = db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_emu_state'"
-            ).fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        found = None
-    if not found:
+    from cdc_assets.emulator import is_emulator_database
+
+    if not is_emulator_database(path):
         raise UsageError(f"{path}: not a cdc_assets emulator database")
 
 
@@ -102,34 +95,41 @@ def _connect(path: Path) -> Connection:
     return emulator.connect(path, autocommit=True)
 
 
-def _scalar(conn: Connection, sql: str, *params: Any) -> Any:
-    row = conn.execute(sql, *params).fetchone()
-    return None if row is None else row[0]
+# Every T-SQL statement below goes through a function of cdc_assets.sqlserver (imported lazily).
 
 
-def _lsn_text(value: bytes | None) -> str:
-    if value is None:
-        return "-"
-    from cdc_assets.lsn import Lsn
+def _max_lsn(conn: Connection) -> Lsn | None:
+    from cdc_assets.sqlserver import find_max_lsn
 
-    return Lsn.from_bytes(value).hex
+    return find_max_lsn(conn)
+
+
+def _lsn_text(value: Lsn | None) -> str:
+    return "-" if value is None else value.hex
 
 
 def _cdc_enabled(conn: Connection) -> bool:
-    return bool(
-        _scalar(conn, "SELECT is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID()")
-    )
+    from cdc_assets.sqlserver import database_info
+
+    return database_info(conn).cdc_enabled
 
 
-def _capture_lag(conn: Connection, stats: WorkloadStats, max_lsn: bytes | None) -> float | None:
+def _captured(conn: Connection, max_lsn: Lsn | None) -> bool:
+    """This connection's last commit is at or below ``max_lsn`` (captured)."""
+    own = getattr(conn, "last_commit_lsn", None)
+    return not isinstance(own, bytes) or (max_lsn is not None and own <= max_lsn.raw)
+
+
+def _capture_lag(conn: Connection, stats: WorkloadStats, max_lsn: Lsn | None) -> float | None:
     """Seconds between the workload's last commit and the commit time of the max LSN."""
+    from cdc_assets.sqlserver import map_lsn_to_time
+
     last = stats.last_commit_at
     if last is None or max_lsn is None:
         return None
-    own = getattr(conn, "last_commit_lsn", None)
-    if isinstance(own, bytes) and own <= max_lsn:
+    if isinstance(getattr(conn, "last_commit_lsn", None), bytes) and _captured(conn, max_lsn):
         return 0.0
-    captured = _scalar(conn, "SELECT sys.fn_cdc_map_lsn_to_time(?)", max_lsn)
+    captured = map_lsn_to_time(conn, max_lsn)
     if not isinstance(captured, dt.datetime):
         return None
     return max(0.0, (last - captured).total_seconds())
@@ -183,7 +183,7 @@ def _cmd_create(args: argparse.Namespace, out: IO[str]) -> int:
     conn = _connect(path)
     try:
         workload = create_demo_database(conn, seed=args.seed, rows_per_table=args.rows)
-        max_lsn = _scalar(conn, "SELECT sys.fn_cdc_get_max_lsn()")
+        max_lsn = _max_lsn(conn)
     except BaseException:
         conn.close()
         for suffix in ("", "-wal", "-shm"):
@@ -205,13 +205,12 @@ def _cmd_create(args: argparse.Namespace, out: IO[str]) -> int:
     return 0
 
 
-def _wait_for_capture(conn: Connection, timeout: float) -> bytes | None:
+def _wait_for_capture(conn: Connection, timeout: float) -> Lsn | None:
     """Wait (up to ``timeout`` s) until the max LSN reaches this connection's last commit."""
-    own = getattr(conn, "last_commit_lsn", None)
     deadline = time.monotonic() + timeout
     while True:
-        max_lsn = _scalar(conn, "SELECT sys.fn_cdc_get_max_lsn()")
-        if not isinstance(own, bytes) or (max_lsn is not None and max_lsn >= own):
+        max_lsn = _max_lsn(conn)
+        if _captured(conn, max_lsn):
             return max_lsn
         if time.monotonic() >= deadline:
             return max_lsn
@@ -235,9 +234,19 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
         missing = [t.quoted for t in DEMO_TABLES if _table_missing(conn, t.schema, t.name)]
         if missing:
             raise UsageError(f"{path}: the demo tables {', '.join(missing)} are missing")
-        workload = Workload(conn, seed=args.seed, tables=DEMO_TABLES, burst_rows=args.burst_rows)
+        workload = Workload(
+            conn,
+            seed=args.seed,
+            tables=DEMO_TABLES,
+            burst_rows=args.burst_rows,
+            max_rows=args.max_rows,
+        )
+        if args.retention_minutes is not None:  # what a DBA sets on the cleanup job
+            from cdc_assets.sqlserver import set_cleanup_retention
+
+            set_cleanup_retention(conn, args.retention_minutes)
         if not args.no_capture:
-            agent = emulator.CaptureAgent(path).start()
+            agent = emulator.CaptureAgent(path, cleanup_interval=args.cleanup_every).start()
         line = _Line(out, 0.25, 5.0)
         limit = (
             f"{args.transactions} transactions"
@@ -254,7 +263,7 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
         def progress(stats: WorkloadStats, *, force: bool = False) -> None:
             if not force and not line.due():
                 return
-            max_lsn = _scalar(monitor, "SELECT sys.fn_cdc_get_max_lsn()")
+            max_lsn = _max_lsn(monitor)
             lag = _capture_lag(conn, stats, max_lsn)
             rate = stats.transactions / stats.elapsed if stats.elapsed > 0 else 0.0
             line.show(
@@ -286,7 +295,7 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
         line.finish()
         max_lsn = _wait_for_capture(conn, 3.0) if agent is not None else None
         if max_lsn is None:
-            max_lsn = _scalar(monitor, "SELECT sys.fn_cdc_get_max_lsn()")
+            max_lsn = _max_lsn(monitor)
         _summary(out, workload.stats, elapsed, max_lsn, conn, interrupted)
         if agent is not None and agent.errors:
             out.write(f"capture agent errors: {len(agent.errors)}; last: {agent.errors[-1]}\n")
@@ -325,16 +334,16 @@ def _stop_between_transactions() -> Iterator[threading.Event]:
 
 
 def _table_missing(conn: Connection, schema: str, name: str) -> bool:
-    from cdc_assets.emulator.demo_schema import quote_name
+    from cdc_assets.sqlserver import table_exists
 
-    return _scalar(conn, "SELECT OBJECT_ID(?)", f"{quote_name(schema)}.{quote_name(name)}") is None
+    return not table_exists(conn, schema, name)
 
 
 def _summary(
     out: IO[str],
     stats: WorkloadStats,
     elapsed: float,
-    max_lsn: bytes | None,
+    max_lsn: Lsn | None,
     conn: Connection,
     stopped: bool,
 ) -> None:
@@ -369,7 +378,7 @@ def _cmd_agent(args: argparse.Namespace, out: IO[str]) -> int:
         try:
             while agent.running:
                 if line.due():
-                    max_lsn = _scalar(monitor, "SELECT sys.fn_cdc_get_max_lsn()")
+                    max_lsn = _max_lsn(monitor)
                     line.show(
                         f"{agent.scans:>8,} scans {agent.captured:>10,} transactions captured  "
                         f"max LSN {_lsn_text(max_lsn)}"
@@ -386,85 +395,69 @@ def _cmd_agent(args: argparse.Namespace, out: IO[str]) -> int:
         monitor.close()
 
 
-def _job_states(path: Path) -> dict[str, bool]:
-    """Whether the capture / cleanup jobs are started (emulator state, read-only)."""
-    with contextlib.closing(
-        sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-    ) as db:
-        try:
-            rows = db.execute("SELECT job_type, running FROM _emu_jobs").fetchall()
-        except sqlite3.Error:
-            return {}
-    return {str(job): bool(running) for job, running in rows}
-
-
 def _cmd_status(args: argparse.Namespace, out: IO[str]) -> int:
     path: Path = args.path
     _require_emulator_db(path)
+    from cdc_assets.sqlserver import (
+        count_change_rows,
+        database_info,
+        discover,
+        get_cdc_jobs,
+        get_job_running,
+        get_last_scan,
+        map_lsn_to_time,
+    )
+    from cdc_assets.sqlserver.quoting import quote_table
+
     conn = _connect(path)
     try:
-        name, enabled, snapshot = conn.execute(
-            "SELECT name, is_cdc_enabled, snapshot_isolation_state_desc FROM sys.databases "
-            "WHERE database_id = DB_ID()"
-        ).fetchone()
+        database = database_info(conn)
         out.write(
-            f"database {name} ({path}): CDC {'enabled' if enabled else 'not enabled'}, "
-            f"snapshot isolation {snapshot}\n"
+            f"database {database.name} ({path}): "
+            f"CDC {'enabled' if database.cdc_enabled else 'not enabled'}, "
+            f"snapshot isolation {'ON' if database.snapshot_isolation else 'OFF'}\n"
         )
-        if not enabled:
+        if not database.cdc_enabled:
             return 0
-        max_lsn = _scalar(conn, "SELECT sys.fn_cdc_get_max_lsn()")
-        when = _scalar(conn, "SELECT sys.fn_cdc_map_lsn_to_time(?)", max_lsn) if max_lsn else None
+        max_lsn = _max_lsn(conn)
+        when = map_lsn_to_time(conn, max_lsn) if max_lsn else None
         out.write(
             f"max LSN  {_lsn_text(max_lsn)}"
             f"{f' (committed {when:%Y-%m-%d %H:%M:%S.%f}'[:-3] + ')' if when else ''}\n"
         )
-        states = _job_states(path)
-        for row in conn.execute(
-            "SELECT job_type, maxtrans, maxscans, continuous, pollinginterval, retention, "
-            "threshold FROM msdb.dbo.cdc_jobs WHERE database_id = DB_ID()"
-        ).fetchall():
-            job = str(row[0])
-            state = {True: "started", False: "stopped"}.get(states.get(job, False))
-            if job == "capture":
-                detail = f"pollinginterval {row[4]} s, maxtrans {row[1]}, maxscans {row[2]}"
+        for job in get_cdc_jobs(conn).values():
+            state = "started" if get_job_running(conn, job.job_type) else "stopped"
+            if job.job_type == "capture":
+                detail = (
+                    f"pollinginterval {job.polling_interval_s} s, maxtrans {job.maxtrans}, "
+                    f"maxscans {job.maxscans}"
+                )
             else:
-                detail = f"retention {row[5]} min, threshold {row[6]}"
-            out.write(f"{job} job  {state}: {detail}\n")
-        scan = conn.execute(
-            "SELECT TOP (1) session_id, start_time, end_time, tran_count, command_count, latency, "
-            "last_commit_lsn, last_commit_time, error_count "
-            "FROM sys.dm_cdc_log_scan_sessions ORDER BY session_id DESC"
-        ).fetchone()
-        if scan is not None:
+                detail = f"retention {job.retention_minutes} min, threshold {job.threshold}"
+            out.write(f"{job.job_type} job  {state}: {detail}\n")
+        scan = get_last_scan(conn)
+        if scan is not None and scan.end_time is not None:
             out.write(
-                f"last scan  session {scan[0]} at {scan[2]:%Y-%m-%d %H:%M:%S}: "
-                f"{scan[3]} transactions, {scan[4]} commands, latency {scan[5]} s, "
-                f"{scan[8]} errors\n"
+                f"last scan  session {scan.session_id} at {scan.end_time:%Y-%m-%d %H:%M:%S}: "
+                f"{scan.tran_count} transactions, {scan.command_count} commands, "
+                f"latency {scan.latency_s} s, {scan.error_count} errors\n"
             )
         else:
             out.write("last scan  none yet (run the capture agent)\n")
-        instances = conn.execute(
-            "SELECT ct.capture_instance, s.name AS source_schema, t.name AS source_table, "
-            "ct.object_id, ct.source_object_id, ct.start_lsn, ct.supports_net_changes, "
-            "ct.create_date, ct.index_name "
-            "FROM cdc.change_tables AS ct "
-            "JOIN sys.tables AS t ON t.object_id = ct.source_object_id "
-            "JOIN sys.schemas AS s ON s.schema_id = t.schema_id "
-            "ORDER BY s.name, t.name, ct.create_date"
-        ).fetchall()
+        instances = [i for table in discover(conn).values() for i in table.instances]
         if not instances:
             out.write("no capture instances\n")
             return 0
-        from cdc_assets.emulator.demo_schema import quote_name
-
-        rows = []
-        for ci, schema, table, _oid, _source, _start, net_changes, *_rest in instances:
-            min_lsn = _scalar(conn, "SELECT sys.fn_cdc_get_min_lsn(?)", ci)
-            count = _scalar(conn, f"SELECT COUNT(*) FROM [cdc].{quote_name(ci + '_CT')}")
-            source = f"{quote_name(schema)}.{quote_name(table)}"
-            functions = "all + net" if net_changes else "all"
-            rows.append((ci, source, _lsn_text(min_lsn), f"{count:,}", functions))
+        rows = [
+            (
+                i.name,
+                quote_table(i.source_schema, i.source_table),
+                _lsn_text(i.start_lsn),
+                f"{count_change_rows(conn, i.name):,}",
+                "all + net" if i.supports_net_changes else "all",
+            )
+            for i in instances
+        ]
         headers = ("capture instance", "source", "min LSN", "change rows", "functions")
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
         for record in (headers, *rows):
@@ -516,6 +509,22 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument(
         "--no-capture", action="store_true", help="do not run the capture agent meanwhile"
     )
+    work.add_argument(
+        "--max-rows",
+        type=_positive_int,
+        help="keep every table at about N rows: a fuller table gets deletes (no limit)",
+    )
+    work.add_argument(
+        "--retention-minutes",
+        type=_positive_int,
+        help="set the cleanup job's retention (SQL Server's default: 4320, three days)",
+    )
+    work.add_argument(
+        "--cleanup-every",
+        type=_positive_float,
+        default=3600.0,
+        help="seconds between the capture agent's cleanup runs (3600)",
+    )
     work.set_defaults(handler=_cmd_workload)
 
     agent = sub.add_parser("agent", help="run the capture agent until Ctrl-C")
@@ -525,6 +534,19 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="max LSN, capture instances, change rows, jobs")
     status.add_argument("path", type=Path, metavar="PATH")
     status.set_defaults(handler=_cmd_status)
+
+    check = commands.add_parser(
+        "check",
+        help="load the configuration and discover its sources, as the code location does",
+    )
+    check.add_argument(
+        "config",
+        type=Path,
+        nargs="?",
+        metavar="CONFIG",
+        help="the config file ($CDC_ASSETS_CONFIG, else ./cdc_assets.yaml)",
+    )
+    check.set_defaults(handler=_cmd_check)
 
     demo = commands.add_parser(
         "demo", help="continuous sync of the demo source, verified (--headless: one process)"
@@ -543,6 +565,24 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="random seed (0)")
     demo.set_defaults(handler=_cmd_demo)
     return parser
+
+
+def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
+    """The code location's load, without Dagster's processes: one line either way."""
+    from cdc_assets.config import config_path
+    from cdc_assets.dagster.code_location import CodeLocationError, load_definitions
+
+    try:
+        _defs, sources = load_definitions(args.config)
+    except CodeLocationError as exc:
+        raise UsageError(str(exc)) from None
+    found = "; ".join(
+        f"source {s.name!r}: {len(s.tables)} tables"
+        f" ({', '.join(f'{t.schema}.{t.name}' for t in s.tables) or 'none'})"
+        for s in sources
+    )
+    out.write(f"{config_path(args.config)}: ok; {found}\n")
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
@@ -564,9 +604,10 @@ def _database_errors() -> tuple[type[BaseException], ...]:
     """Database errors, shown as one line with exit status 1."""
     try:
         from cdc_assets.emulator import Error
-    except ImportError:  # pragma: no cover - the emulator is part of the package
+        from cdc_assets.sqlserver.errors import SqlServerError
+    except ImportError:  # pragma: no cover - both are part of the package
         return (sqlite3.Error,)
-    return (Error, sqlite3.Error)
+    return (Error, SqlServerError, sqlite3.Error)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

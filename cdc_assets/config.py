@@ -11,26 +11,29 @@
         tables: {include: ["*"], exclude: ["dbo.audit_*"]}   # "schema.table" glob patterns
         sync: {sensor_interval_seconds: 5, min_range_interval_seconds: 0,
                max_transactions_per_range: 10000, on_gap: resnapshot,   # or fail
-               overdue_after_minutes: 15}    # mirrors' freshness policy (default: derived)
+               overdue_after_minutes: 15,    # mirrors' freshness policy (default: derived)
+               retain_ranges: 1d}   # ranges kept: a duration (30m, 12h, 7d) or a count
         snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
         owners: ["team:data-platform"]       # shown on every asset of the source
     storage: {base_path: .demo/storage}
-    spark: {master: "local[2]", conf: {}}
+    spark: {master: "local[2]", conf: {}}     # or remote: sc://127.0.0.1:15002 (Spark Connect)
     examples: [daily_orders]                 # the demo's downstream asset (needs dbo.orders)
 
-Relative paths are relative to the file. A bad file raises :class:`ConfigError` with one message
-naming every wrong field by its dotted path and saying what is wrong — never the values given,
-so a misplaced password cannot leak into a log.
+Relative paths are relative to the file. A bad file raises :class:`ConfigError` with one line
+naming every wrong setting — a source by its name, the setting's dotted path, what is wrong and
+the value given (never for a password or connection string, nor for an unknown key), and for an
+unknown key the closest known one ("did you mean ...").
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -40,6 +43,8 @@ from cdc_assets.sqlserver.connection import DsnSettings, EmulatorSettings, OdbcS
 # Dagster's owner formats: an e-mail address or a team.
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TEAM = re.compile(r"^team:[A-Za-z0-9_-]+$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 __all__ = [
     "CONFIG_ENV",
@@ -63,7 +68,7 @@ DEFAULT_CONFIG_FILE = "cdc_assets.yaml"
 
 
 class ConfigError(ValueError):
-    """The configuration is unusable; the message says where and why (never the values)."""
+    """The configuration is unusable; the one-line message says where, why and what to do."""
 
 
 class _Model(BaseModel):
@@ -164,6 +169,36 @@ class SyncPolicy(_Model):
         "policy); warned at a third of it. Default: derived from the sensor interval.",
     )
 
+    retain_ranges: int | str = Field(
+        default="1d",
+        description="Range partitions every mirror has applied are deleted from Dagster once "
+        "older than this (a duration: 90s, 30m, 12h, 7d) or beyond this many newest ranges (a "
+        "count); their rows stay in the change-log tables.",
+    )
+
+    @field_validator("retain_ranges")
+    @classmethod
+    def _retention(cls, value: int | str) -> int | str:
+        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+            count = int(value)
+            if count < 1:
+                raise ValueError("keep at least 1 range (a count), or give a duration like 1d")
+            return count
+        if not _DURATION.match(value.strip()):
+            raise ValueError(
+                "give a duration as a number and a unit s, m, h or d (90s, 30m, 12h, 1d), or a "
+                "count of ranges to keep (500)"
+            )
+        return value.strip()
+
+    def retention(self) -> tuple[int | None, float | None]:
+        """(ranges to keep, seconds to keep them): exactly one of the two is set."""
+        if isinstance(self.retain_ranges, int):
+            return self.retain_ranges, None
+        match = _DURATION.match(self.retain_ranges)
+        assert match is not None  # validated
+        return None, float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
     def freshness_windows(self) -> tuple[float, float]:
         """(warn, fail) seconds of the mirrors' freshness policy: a mirror moves every range, a
         range follows every ``sensor_interval + min_range_interval`` while the log moves, so
@@ -219,7 +254,22 @@ class StorageConfig(_Model):
 
 class SparkConfig(_Model):
     master: str = Field(default="local[*]", min_length=1)
+    remote: str | None = Field(
+        default=None,
+        description="A Spark Connect server (sc://host:port): runs attach to a warm Spark "
+        "instead of starting one; master is then the server's business.",
+    )
     conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("remote")
+    @classmethod
+    def _connect_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^sc://[^\s/:]+(:\d+)?(/.*)?$", value):
+            raise ValueError(
+                "a Spark Connect URL is sc://host:port (e.g. sc://127.0.0.1:15002); leave "
+                "remote out to start Spark in the run with master"
+            )
+        return value
 
 
 class ProjectConfig(_Model):
@@ -254,9 +304,65 @@ class ProjectConfig(_Model):
         )
 
 
-def _describe(error: Mapping[str, Any]) -> str:
-    where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+# Settings whose values are never repeated in an error message (they may hold a password).
+_SECRET_PARTS = ("password", "connection_string", "secret", "pwd")
+
+
+def _fields_at(model: type[BaseModel], path: Sequence[str | int]) -> list[str]:
+    """The setting names of the model at ``path`` (list indexes skipped); [] if unknown."""
+    current: Any = model
+    for part in path:
+        if isinstance(part, int):
+            continue
+        fields = getattr(current, "model_fields", None)
+        if fields is None or part not in fields:
+            return []
+        current = _model_of(fields[part].annotation)
+    return list(getattr(current, "model_fields", {}))
+
+
+def _model_of(annotation: Any) -> Any:
+    """The pydantic model inside ``X | None`` or ``tuple[X, ...]``, else ``annotation``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_of(arg)
+        if isinstance(found, type) and issubclass(found, BaseModel):
+            return found
+    return annotation
+
+
+def _where(loc: Sequence[str | int], data: Any) -> str:
+    """``source 'shop': sync.sensor_interval_seconds`` (a source by its name, not its index)."""
+    parts = list(loc)
+    prefix = ""
+    if len(parts) >= 2 and parts[0] == "sources" and isinstance(parts[1], int):
+        index = parts[1]
+        sources = data.get("sources") if isinstance(data, dict) else None
+        entry = sources[index] if isinstance(sources, list) and index < len(sources) else None
+        name = entry.get("name") if isinstance(entry, dict) else None
+        prefix = f"source {name!r}" if isinstance(name, str) and name else f"source {index + 1}"
+        parts = parts[2:]
+        if not parts:
+            return prefix
+        prefix += ": "
+    return prefix + (".".join(str(p) for p in parts) or "(top level)")
+
+
+def _describe(error: Mapping[str, Any], data: Any) -> str:
+    loc: Sequence[str | int] = error["loc"]
+    where = _where(loc, data)
+    if error["type"] == "extra_forbidden":
+        known = _fields_at(ProjectConfig, loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
+        return f"{where}: unknown setting; {hint}" if known else f"{where}: unknown setting"
     message = str(error["msg"]).removeprefix("Value error, ")
+    value = error.get("input")
+    secret = any(s in str(p).lower() for p in loc for s in _SECRET_PARTS)
+    if not secret and isinstance(value, str | int | float | bool) and not isinstance(value, dict):
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        message = f"{message} (got {shown})"
     return f"{where}: {message}"
 
 
@@ -294,7 +400,7 @@ def parse_config(data: Any, *, base_dir: Path, origin: str) -> ProjectConfig:
     try:
         return ProjectConfig.model_validate(_resolve_paths(data, base_dir))
     except ValidationError as exc:
-        problems = "; ".join(_describe(e) for e in exc.errors(include_input=False))
+        problems = "; ".join(_describe(e, data) for e in exc.errors(include_url=False))
     # Raised outside the except block: the ValidationError (whose text shows the input values,
     # a password among them) must not ride along as the suppressed __context__.
     raise ConfigError(f"{origin} is not a valid cdc_assets configuration: {problems}")

@@ -1,5 +1,5 @@
 """The configuration file: loading, defaults, path resolution, table selection, and errors that
-name the wrong field by its dotted path without ever repeating a value (a password)."""
+name the source and the wrong setting, with the value given but never a password."""
 
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def test_parse_config_rejects_non_mapping() -> None:
 @pytest.mark.parametrize("name", ["Demo-1", "1demo", "demo-1", "", "x" * 41])
 def test_bad_source_name(tmp_path: Path, name: str) -> None:
     message = config_error(tmp_path, document(source_yaml(name)))
-    assert "sources.0.name:" in message
+    assert (f"source {name!r}: name:" if name else "source 1: name:") in message
     assert ";" not in message, message  # that field alone is wrong
 
 
@@ -247,7 +247,7 @@ def test_storage_required(tmp_path: Path) -> None:
 )
 def test_connection_needs_exactly_one_kind(tmp_path: Path, connection: str, given: str) -> None:
     message = config_error(tmp_path, document(source_yaml(connection=connection)))
-    assert "sources.0.connection: give exactly one of" in message
+    assert "source 'demo': connection: give exactly one of" in message
     assert f"got {given}" in message
     assert "; sources:" not in message, message  # no follow-up complaint about the list
 
@@ -256,36 +256,55 @@ def test_invalid_source_does_not_also_blame_the_sources_list(tmp_path: Path) -> 
     """One bad field in the only source must be reported once, by its own path — not also as
     'sources: should have at least 1 item' (the list is not empty)."""
     message = config_error(tmp_path, document(source_yaml(sync="{sensor_interval_seconds: 0}")))
-    assert "sources.0.sync.sensor_interval_seconds:" in message
+    assert "source 'demo': sync.sensor_interval_seconds:" in message
+    assert "(got 0)" in message
     assert "at least 1 item" not in message
     assert "; sources:" not in message
 
 
 def test_unknown_key_is_named_by_its_path(tmp_path: Path) -> None:
     message = config_error(tmp_path, document(source_yaml(sync="{bogus: 1}")))
-    assert "sources.0.sync.bogus: Extra inputs are not permitted" in message
+    assert "source 'demo': sync.bogus: unknown setting; known: sensor_interval_seconds," in message
     message = config_error(tmp_path, MINIMAL + "colour: blue\n")
-    assert "colour: Extra inputs are not permitted" in message
+    assert "colour: unknown setting; known: sources, storage, spark, examples" in message
+
+
+def test_misspelt_setting_says_did_you_mean(tmp_path: Path) -> None:
+    """The typo of issue 20: one line naming the source, the setting and the right key."""
+    text = document(source_yaml("shop", sync="{sensor_intervall_seconds: 5}"))
+    message = config_error(tmp_path, text)
+    assert message == (
+        f"{tmp_path / 'cdc_assets.yaml'} is not a valid cdc_assets configuration: source 'shop': "
+        "sync.sensor_intervall_seconds: unknown setting; did you mean 'sensor_interval_seconds'?"
+    )
+    text = document(source_yaml("shop", connection="{emulator: {pth: s.db}}"))
+    message = config_error(tmp_path, text)
+    assert "source 'shop': connection.emulator.pth: unknown setting; did you mean 'path'?" in (
+        message
+    )
 
 
 def test_second_source_errors_carry_its_index(tmp_path: Path) -> None:
     text = document(source_yaml("a"), source_yaml("b", snapshot="{chunk_rows: -5}"))
     message = config_error(tmp_path, text)
-    assert "sources.1.snapshot.chunk_rows:" in message
-    assert "sources.0" not in message
+    assert "source 'b': snapshot.chunk_rows:" in message
+    assert "(got -5)" in message
+    assert "source 'a'" not in message
 
 
 def test_bad_snapshot_mode_and_chunk_rows_in_one_message(tmp_path: Path) -> None:
     message = config_error(tmp_path, document(source_yaml(snapshot="{mode: fast, chunk_rows: 0}")))
-    assert "sources.0.snapshot.mode: Input should be 'auto', 'exact' or 'fuzzy'" in message
-    assert "sources.0.snapshot.chunk_rows: Input should be greater than or equal to 1" in message
-    assert "fast" not in message  # what is wrong, not the value given
+    mode = "source 'demo': snapshot.mode: Input should be 'auto', 'exact' or 'fuzzy' (got 'fast')"
+    assert mode in message
+    assert "source 'demo': snapshot.chunk_rows: Input should be greater than or equal to 1" in (
+        message
+    )
 
 
 def test_bad_values_elsewhere(tmp_path: Path) -> None:
     text = document(source_yaml(), storage="{base_path: st, extra: 1}") + "spark: {master: ''}\n"
     message = config_error(tmp_path, text)
-    assert "storage.extra: Extra inputs are not permitted" in message
+    assert "storage.extra: unknown setting; known: base_path" in message
     assert "spark.master:" in message
 
 
@@ -340,7 +359,7 @@ def test_errors_never_contain_the_password(tmp_path: Path, text: str) -> None:
     assert SECRET in text
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, text))
-    assert "sources" in str(info.value) or "storage" in str(info.value)
+    assert "source" in str(info.value) or "storage" in str(info.value)
     assert SECRET not in chain_text(info.value)
 
 
@@ -358,7 +377,7 @@ def test_yaml_error_never_contains_the_password(tmp_path: Path) -> None:
 def test_password_in_the_file_is_refused_without_showing_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, document(source_yaml(connection=ODBC_WITH_SECRET))))
-    assert "sources.0.connection" in str(caught.value)
+    assert "source 'demo': connection" in str(caught.value)
     assert "password_env" in str(caught.value)
     assert SECRET not in str(caught.value)
 
@@ -398,3 +417,39 @@ def test_yaml_fixture_helpers_produce_valid_yaml() -> None:
     data = yaml.safe_load(document(source_yaml(connection=ODBC_WITH_SECRET, snapshot="{}")))
     assert data["sources"][0]["connection"]["odbc"]["password"] == SECRET
     assert data["storage"] == {"base_path": "st"}
+
+
+# -- retention and Spark Connect -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1d", (None, 86400.0)),
+        ("90s", (None, 90.0)),
+        ("12h", (None, 43200.0)),
+        ("500", (500, None)),
+    ],
+)
+def test_retain_ranges_is_a_duration_or_a_count(
+    tmp_path: Path, value: str, expected: object
+) -> None:
+    text = document(source_yaml(sync=f"{{retain_ranges: {value}}}"))
+    assert load_config(write(tmp_path, text)).sources[0].sync.retention() == expected
+
+
+def test_retain_ranges_defaults_to_a_day(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, MINIMAL)).sources[0].sync.retention() == (None, 86400.0)
+
+
+@pytest.mark.parametrize("value", ["0", "1 week", "-1d"])
+def test_bad_retain_ranges_says_what_to_give(tmp_path: Path, value: str) -> None:
+    message = config_error(tmp_path, document(source_yaml(sync=f"{{retain_ranges: '{value}'}}")))
+    assert "retain_ranges" in message and ("duration" in message or "count" in message), message
+
+
+def test_spark_remote_takes_a_connect_url(tmp_path: Path) -> None:
+    text = MINIMAL + "spark: {remote: 'sc://127.0.0.1:15002'}\n"
+    assert load_config(write(tmp_path, text)).spark.remote == "sc://127.0.0.1:15002"
+    message = config_error(tmp_path, MINIMAL + "spark: {remote: 'http://spark:7077'}\n")
+    assert "spark.remote" in message and "sc://host:port" in message, message

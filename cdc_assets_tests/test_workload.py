@@ -202,3 +202,19 @@ def test_failed_statement_rolls_back_the_model(conn: emulator.Connection) -> Non
         workload.run_transaction("mixed")
     assert {t.full_name: Counter(workload.expected_rows(t)) for t in DEMO_TABLES} == before
     assert workload.verify() == {}
+
+
+def test_max_rows_keeps_the_tables_bounded(conn: emulator.Connection) -> None:
+    """A workload left running (the demo's) trims an over-full table with deletes: every table
+    stays near max_rows, and the source still equals the model."""
+    workload = create_demo_database(conn, seed=5, rows_per_table=40)
+    workload.burst_rows = 60
+    workload.max_rows = 60
+    kinds = Counter(workload.step().kind for _ in range(400))
+    assert kinds["trim"] > 0, kinds
+    _scan_all(conn)
+    assert workload.verify() == {}
+    for table in DEMO_TABLES:
+        count = conn.execute(f"SELECT COUNT(*) FROM {table.quoted}").fetchone()[0]
+        # at most one transaction's worth (a burst, an order with lines) above the limit
+        assert count <= 60 + 60, (table.full_name, count)

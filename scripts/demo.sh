@@ -7,14 +7,20 @@
 #    code location finds every capture instance.
 # 2. Starts the workload generator with the capture agent in the background (its own process group,
 #    status lines in .demo/workload.log).
-# 3. Runs `dagster dev -w workspace.yaml` with the persistent instance DAGSTER_HOME=.demo/dagster_home
+# 3. Starts a Spark Connect server (spark.remote in cdc_assets.yaml) that every run attaches to,
+#    so a run does not start a Spark driver of its own (log in .demo/logs/spark-connect.log).
+# 4. Runs `dagster dev -w workspace.yaml` with the persistent instance DAGSTER_HOME=.demo/dagster_home
 #    (its dagster.yaml is written once) and prints the UI address; the sensor demo_sync_sensor runs
 #    by default and keeps the change logs and mirrors in sync.
 # Ctrl-C (or a TERM to this script) stops Dagster, then the workload, and leaves no process behind.
 # Safe to run twice: the source, the stored assets and the run history are kept, and the sync
 # continues where the chain ends (a run cut off by an abrupt stop is marked failed and retried).
+# The terminal shows one line per run and Dagster's warnings and errors; Dagster's and Spark's full
+# log goes to .demo/logs/dagster.log. Disk stays bounded: the workload keeps every table near
+# DEMO_MAX_ROWS rows and the emulated CDC cleanup job keeps DEMO_RETENTION_MINUTES of changes.
 # Settings: DEMO_TPS (transactions per second, default 20), DEMO_ROWS (initial rows per table,
-# default 1000), DEMO_SEED (default 0), DEMO_HOST (default 127.0.0.1), DEMO_PORT (default 3000).
+# default 1000), DEMO_MAX_ROWS (default 3000), DEMO_RETENTION_MINUTES (default 10), DEMO_SEED
+# (default 0), DEMO_HOST (default 127.0.0.1), DEMO_PORT (default 3000).
 set -euo pipefail
 # Started in the background without job control (`make demo &`, a supervisor), this script and
 # everything it starts would ignore SIGINT; run it again with the default handlers, once.
@@ -30,9 +36,14 @@ PY=.venv/bin/python
 DAGSTER=.venv/bin/dagster
 SOURCE=.demo/source.db
 STORAGE=.demo/storage
-WORKLOAD_LOG=.demo/workload.log
+LOG_DIR=.demo/logs
+WORKLOAD_LOG=$LOG_DIR/workload.log
+DAGSTER_LOG=$LOG_DIR/dagster.log
+SPARK_LOG=$LOG_DIR/spark-connect.log
 TPS="${DEMO_TPS:-20}"
 ROWS="${DEMO_ROWS:-1000}"
+MAX_ROWS="${DEMO_MAX_ROWS:-3000}"
+RETENTION_MINUTES="${DEMO_RETENTION_MINUTES:-10}"
 SEED="${DEMO_SEED:-0}"
 HOST="${DEMO_HOST:-127.0.0.1}"
 PORT="${DEMO_PORT:-3000}"
@@ -67,7 +78,7 @@ then
   exit 2
 fi
 
-mkdir -p .demo
+mkdir -p "$LOG_DIR"
 new_source() {
   # Partitions, runs and Parquet of an earlier source do not describe a new one (dagster.yaml stays).
   rm -rf "$STORAGE"
@@ -122,9 +133,10 @@ fi
 
 # Runs that were in flight when Dagster last stopped abruptly (killed, or stuck in shutdown) stay
 # STARTED in the run history, and the sensor would wait for them forever: no Dagster runs on this
-# DAGSTER_HOME now, so mark them failed; the sensor retries their range.
-if [ -d "$DAGSTER_HOME/storage" ]; then
-  "$PY" - <<'EOF'
+# DAGSTER_HOME now, so mark them failed; the sensor retries their range. On a new DAGSTER_HOME this
+# also creates the instance's SQLite storage once, before dagster dev's processes would race to
+# (one of them failed with alembic's "more than one head").
+"$PY" - <<'EOF'
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 STALE = [
@@ -138,7 +150,6 @@ with DagsterInstance.get() as instance:
         instance.report_run_failed(run, "the demo's Dagster stopped while this run was in flight")
         print(f"demo: marked run {run.run_id} ({run.status.value}, interrupted earlier) as failed")
 EOF
-fi
 
 # SIGINT is ignored by background commands of a script; `env --default-signal` (coreutils >= 8.31)
 # gives the workload and Dagster a working Ctrl-C.
@@ -148,8 +159,10 @@ if env --default-signal=INT true 2>/dev/null; then
 fi
 
 WORKLOAD_PID=""
+SPARK_PID=""
 DAGSTER_PID=""
 WAITER_PID=""
+LINES_PID=""
 STATUS=0
 alive() {
   local state
@@ -210,6 +223,15 @@ cleanup() {
     else  # dagster dev is down; its run workers may still be recording an interrupted run
       stop_group "$DAGSTER_PID" 200 no-int
     fi
+    echo "demo: Dagster stopped (its log: $DAGSTER_LOG)"
+  fi
+  if [ -n "$LINES_PID" ]; then
+    kill -TERM "$LINES_PID" 2>/dev/null || true
+    wait "$LINES_PID" 2>/dev/null || true
+  fi
+  if [ -n "$SPARK_PID" ]; then
+    stop_group "$SPARK_PID" 150
+    echo "demo: Spark Connect server stopped (its log: $SPARK_LOG)"
   fi
   if [ -n "$WORKLOAD_PID" ]; then
     # The workload stops its capture agent and logs a summary line on Ctrl-C.
@@ -228,7 +250,8 @@ trap 'on_signal 143' TERM
 echo "demo: starting the workload ($TPS tx/s) with the capture agent; log in $WORKLOAD_LOG"
 # setsid: a process group of its own, stopped by cleanup after Dagster (not by the terminal).
 setsid "${DEFAULT_SIGNALS[@]}" "$CLI" emulator workload "$SOURCE" --tps "$TPS" \
-  --seed "$((SEED + 1))" >"$WORKLOAD_LOG" 2>&1 </dev/null &
+  --seed "$((SEED + 1))" --max-rows "$MAX_ROWS" --retention-minutes "$RETENTION_MINUTES" \
+  --cleanup-every 300 >"$WORKLOAD_LOG" 2>&1 </dev/null &
 WORKLOAD_PID=$!
 sleep 1
 if ! alive "$WORKLOAD_PID"; then
@@ -237,8 +260,31 @@ if ! alive "$WORKLOAD_PID"; then
   exit 1
 fi
 
+# Warm Spark: the runs attach to this Spark Connect server (spark.remote in cdc_assets.yaml)
+# instead of each starting a Spark driver. Its own process group, stopped by cleanup after Dagster.
+if grep -qE '^[[:space:]]*remote:[[:space:]]*sc://' "$CDC_ASSETS_CONFIG"; then
+  echo "demo: starting the Spark Connect server the runs attach to; log in $SPARK_LOG"
+  setsid "${DEFAULT_SIGNALS[@]}" "$PY" -m cdc_assets.spark.connect_server \
+    >"$SPARK_LOG" 2>&1 </dev/null &
+  SPARK_PID=$!
+  spark_ready=""
+  for _ in $(seq 120); do  # up to ~4 min on a busy machine; stop at once if the server exited
+    if "$PY" -m cdc_assets.spark.connect_server --wait --timeout 2 2>/dev/null; then
+      spark_ready=1
+      break
+    fi
+    alive "$SPARK_PID" || break
+  done
+  if [ -z "$spark_ready" ]; then
+    echo "demo: the Spark Connect server did not start (last lines of $SPARK_LOG):" >&2
+    tail -n 5 "$SPARK_LOG" >&2
+    exit 1
+  fi
+fi
+
 banner="demo: Dagster UI at $URL — the sensor demo_sync_sensor keeps the mirrors in sync; Ctrl-C stops everything"
-echo "demo: starting Dagster (DAGSTER_HOME=$DAGSTER_HOME); the UI will be at $URL"
+echo "demo: starting Dagster (DAGSTER_HOME=$DAGSTER_HOME); the UI will be at $URL;" \
+  "Dagster's and Spark's full log: $DAGSTER_LOG"
 if command -v curl >/dev/null 2>&1; then
   (  # say it again once the UI answers, below Dagster's start-up log
     for _ in $(seq 600); do
@@ -256,8 +302,12 @@ fi
 
 # dagster dev in a process group of its own, so that one Ctrl-C (or a TERM to this script) reaches
 # it exactly once, through on_signal; this script waits for it to shut down.
-setsid "${DEFAULT_SIGNALS[@]}" "$DAGSTER" dev -w workspace.yaml -h "$HOST" -p "$PORT" </dev/null &
+setsid "${DEFAULT_SIGNALS[@]}" "$DAGSTER" dev -w workspace.yaml -h "$HOST" -p "$PORT" \
+  >>"$DAGSTER_LOG" 2>&1 </dev/null &
 DAGSTER_PID=$!
+# One line per finished run and the log's warnings and errors (stopped by cleanup, with TERM).
+setsid "$PY" -m cdc_assets.dagster.run_lines "$DAGSTER_LOG" </dev/null &
+LINES_PID=$!
 while :; do
   wait "$DAGSTER_PID" && dagster_status=0 || dagster_status=$?
   # A signal interrupts `wait` (status > 128) while dagster dev is still shutting down.

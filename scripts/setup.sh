@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what cdc_assets needs on a fresh Debian machine: the ODBC driver manager that the
 # pyodbc wheel links against (plus FreeTDS, and what Microsoft's ODBC Driver 18 wheel needs),
-# Java 17 for Spark, PostgreSQL (the tests start a throwaway server to check the production
-# instance, deploy/dagster.yaml), Chromium (the browser test of the Dagster UI), and a .venv
-# with the project.
+# Java 17 for Spark, Maven (fetches the Delta Lake jars at install time, scripts/install_jars.sh),
+# PostgreSQL (the tests start a throwaway server to check the production instance,
+# deploy/dagster.yaml), Chromium (the browser test of the Dagster UI), and a .venv with the project.
 # Safe to run twice: every step checks before it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,7 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
   need_apt+=(openjdk-17-jre-headless)
 fi
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # Debian keeps initdb and pg_ctl in /usr/lib/postgresql/<version>/bin, outside PATH.
 compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || need_apt+=(postgresql)
 # The browser test drives Debian's Chromium through Playwright (never a downloaded browser).
@@ -39,4 +40,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "setup: installing the project into .venv"
 .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
+bash scripts/install_jars.sh .venv/bin/python
 echo "setup: done"

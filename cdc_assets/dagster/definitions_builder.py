@@ -5,45 +5,51 @@ sensor; shared resources (Spark through dagster-pyspark, the Parquet IO manager)
 from __future__ import annotations
 
 from dagster import (
+    AssetCheckKey,
     AssetSelection,
     AssetSpec,
+    DefaultScheduleStatus,
     Definitions,
-    DynamicPartitionsDefinition,
+    ScheduleDefinition,
     define_asset_job,
     in_process_executor,
 )
 from dagster_pyspark import LazyPySparkResource
 
 from cdc_assets.config import ProjectConfig
-from cdc_assets.spark.session import DEFAULT_CONF, use_this_python_for_workers
+from cdc_assets.spark.session import session_options, use_this_python_for_workers
 
-from .change_log import IO_MANAGER, build_change_logs
+from .change_log import build_change_logs
 from .examples import build_examples
 from .health_checks import build_capture_checks
 from .io_manager import SparkParquetIOManager
 from .metadata import asset_tags, table_metadata
 from .mirror import build_mirrors
-from .mirror_checks import build_mirror_checks
-from .names import SOURCE_TAG, group_name, partitions_name, sync_job_name
+from .mirror_checks import RECONCILE, build_mirror_checks
+from .names import IO_MANAGER, SOURCE_TAG, group_name, health_job_name, sync_job_name
+from .partitions import source_partitions
 from .source import Source, load_source
 from .sync_sensor import build_sync_sensor
 
+HEALTH_CRON = "*/5 * * * *"
+
 
 def spark_resource(config: ProjectConfig) -> LazyPySparkResource:
-    """Spark via dagster-pyspark: created on first use, with the project's session settings."""
+    """Spark via dagster-pyspark: created on first use, with the project's session settings; a
+    Spark Connect session when ``spark.remote`` is set (the run attaches to a warm server)."""
     use_this_python_for_workers()
     return LazyPySparkResource(
-        spark_config={
-            "spark.master": config.spark.master,
-            "spark.app.name": "cdc_assets",
-            **DEFAULT_CONF,
-            **config.spark.conf,
-        }
+        spark_config=session_options(
+            master=config.spark.master,
+            remote=config.spark.remote,
+            conf=config.spark.conf,
+            storage_path=str(config.storage.base_path),
+        )
     )
 
 
 def source_definitions(source: Source) -> Definitions:
-    partitions = DynamicPartitionsDefinition(name=partitions_name(source.name))
+    partitions = source_partitions(source.name)
     specs = [
         AssetSpec(
             t.source_key,
@@ -61,11 +67,16 @@ def source_definitions(source: Source) -> Definitions:
     mirrors = build_mirrors(source, partitions)
     mirror_checks = build_mirror_checks(source, partitions)
     capture_checks = build_capture_checks(source)
+    reconcile = AssetSelection.checks(
+        *(AssetCheckKey(t.mirror_key, RECONCILE) for t in source.tables)
+    )
     job = define_asset_job(
         sync_job_name(source.name),
-        # The change logs' blocking checks run in the job; mirror and capture checks on demand.
-        selection=AssetSelection.assets(change_logs, mirrors)
-        - AssetSelection.checks(mirror_checks, capture_checks),
+        # Every run evaluates the change logs' blocking checks, then after the mirrors their
+        # cheap checks (at_chain_end, capture_health: a few catalog queries), so every check the
+        # UI shows has a current result; reconcile (an exact snapshot of the source to count its
+        # rows) runs with capture_health on the schedule below.
+        selection=AssetSelection.assets(change_logs, mirrors) - reconcile,
         tags={SOURCE_TAG: source.name},
         # Both steps in one process: one Spark session per run instead of one per step (a
         # Spark start costs 10-20 s, more than a typical range takes to sync).
@@ -73,11 +84,27 @@ def source_definitions(source: Source) -> Definitions:
         description=f"One LSN range (or the snapshot) of every table of source '{source.name}': "
         "change logs, their coverage checks, then the mirrors.",
     )
+    health_job = define_asset_job(
+        health_job_name(source.name),
+        selection=reconcile | AssetSelection.checks(capture_checks),
+        executor_def=in_process_executor,  # one process (and at most one Spark) per run
+        description=f"Health of source '{source.name}' while nothing else runs: the mirrors' row "
+        "counts against the source (reconcile) and the CDC capture job (capture_health, which "
+        "no sync run would check once capture has stopped and the max LSN stands still).",
+    )
+    health_schedule = ScheduleDefinition(
+        name=f"{health_job_name(source.name)}_schedule",
+        job=health_job,
+        cron_schedule=HEALTH_CRON,
+        default_status=DefaultScheduleStatus.RUNNING,
+        description="Every 5 minutes: reconcile and capture_health.",
+    )
     return Definitions(
         assets=[*specs, change_logs, mirrors],
         asset_checks=[mirror_checks, capture_checks],
-        jobs=[job],
+        jobs=[job, health_job],
         sensors=[build_sync_sensor(source, partitions, job)],
+        schedules=[health_schedule],
     )
 
 

@@ -21,9 +21,9 @@ from pyspark.sql import functions as F
 
 from cdc_assets.config import ConfigError
 
-from .change_log import IO_MANAGER
 from .io_manager import StoredFrame
 from .metadata import COLUMN_LINEAGE, asset_tags, column_lineage
+from .names import IO_MANAGER
 from .source import Source
 
 ORDERS = ("dbo", "orders")

@@ -13,12 +13,13 @@ the mirrors first.
 """
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import reduce
 from typing import Any
 
 from dagster import (
     AssetExecutionContext,
+    AssetMaterialization,
     AssetOut,
     AssetsDefinition,
     DynamicPartitionsDefinition,
@@ -32,9 +33,10 @@ from pyspark.sql import DataFrame, SparkSession
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+from cdc_assets.spark.session import write_parallelism
 
-from .chain import ChainGap, range_partitions, ranges_covering
-from .change_log import IO_MANAGER, parse_partition, snapshot_info
+from .chain import ChainGap, ranges_covering, recent_ranges
+from .change_log_state import snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame
 from .metadata import (
     COLUMN_LINEAGE,
@@ -44,7 +46,8 @@ from .metadata import (
     table_metadata,
     text,
 )
-from .names import SNAPSHOT_PARTITION, group_name
+from .names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
+from .partitions import parse_partition
 from .source import Source, Table
 
 
@@ -107,7 +110,11 @@ def _lag_now(p: dict[str, Any]) -> float:
 
 
 def _mirror_output(
-    spark: SparkSession, source: Source, table: Table, ranges: list[LsnRange], target: Lsn
+    spark: SparkSession,
+    source: Source,
+    table: Table,
+    ranges: Callable[[Lsn], Sequence[LsnRange]],
+    target: Lsn,
 ) -> tuple[StoredFrame | None, str]:
     """The new state of ``table``'s mirror at ``target``, or None and the reason to leave it."""
     snapshot = snapshot_info(source, table)
@@ -134,7 +141,7 @@ def _mirror_output(
         base = sqlserver_source.drop_snapshot_columns(snap)
         rebuilt = True
     try:
-        needed = ranges_covering(ranges, start, target)
+        needed = ranges_covering(ranges(start), start, target)
     except ChainGap as exc:
         raise Failure(
             f"{table.qualified_name}: cannot bring the mirror to {target.hex}: {exc}"
@@ -151,7 +158,7 @@ def _mirror_output(
     else:
         merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
     # kept rows + upserts: without this, every merge would add files to the next version.
-    merged = merged.coalesce(max(1, spark.sparkContext.defaultParallelism))
+    merged = merged.coalesce(write_parallelism(spark))
 
     as_of = _as_of(source, table, needed)
 
@@ -229,13 +236,43 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             context.log.info("mirrors move with range partitions; 'snapshot' has nothing to apply")
             return
         spark = context.resources.pyspark.spark_session
-        ranges = range_partitions(context.instance.get_dynamic_partitions(partitions.name))
+        read: dict[str, list[LsnRange]] = {}
+
+        def ranges(start: Lsn) -> list[LsnRange]:
+            """The range keys back to ``start`` (usually one page), read once per run unless a
+            mirror lags further behind than the first read reached."""
+            known = read.get("ranges")
+            if known is None or not any(r.lo <= start for r in known):
+                known = recent_ranges(context.instance, partitions.name, reach=start)
+                read["ranges"] = known
+            return known
+
         for key in sorted(k for k in context.selected_asset_keys if k in by_key):
             table = by_key[key]
+            snapshot = snapshot_info(source, table)
+            state = mirror_state(source, table)
+            from_snapshot = snapshot is not None and (
+                not state or state.get("snapshot_version") != snapshot.version
+            )
             stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi)
             if stored is None:
                 context.log.info(f"{key.to_user_string()} is left as it is: {why}")
                 continue
             yield Output(stored, output_name=key.to_python_identifier())
+            if from_snapshot and snapshot is not None:
+                # The mirror holds its table's snapshot from now on: its 'snapshot' partition
+                # shows as materialized, not as missing for ever.
+                context.log_event(
+                    AssetMaterialization(
+                        asset_key=key,
+                        partition=SNAPSHOT_PARTITION,
+                        description=f"rebuilt from the snapshot at {snapshot.snapshot_lsn.hex} "
+                        f"by the run of range {context.partition_key}",
+                        metadata={
+                            "snapshot_lsn": snapshot.snapshot_lsn.hex,
+                            "applied_by_range": context.partition_key,
+                        },
+                    )
+                )
 
     return mirrors

@@ -29,18 +29,16 @@ from cdc_assets.sqlserver import (
     SqlServerError,
     begin_exact_snapshot,
     count_changes,
+    count_rows,
     wait_for_max_lsn,
 )
-from cdc_assets.sqlserver.dbapi import fetch_value
-from cdc_assets.sqlserver.quoting import quote_table
 
-from .chain import chain_end, range_partitions
+from .chain import chain_end, recent_ranges
 from .mirror import mirror_state
 from .source import Source, Table
 
 AT_CHAIN_END = "at_chain_end"
 RECONCILE = "reconcile"
-COUNT_QUERY = "SELECT COUNT_BIG(*) FROM {table}"
 INSERT, DELETE = 2, 1
 CAPTURE_WAIT_SECONDS = 120.0
 
@@ -67,12 +65,7 @@ def source_counts(source: Source, tables: list[Table]) -> tuple[Lsn, dict[Table,
     """Row counts of ``tables`` in one exact snapshot, and its LSN."""
     snapshot = begin_exact_snapshot(source.factory, [t.instance for t in tables])
     try:
-        counts = {
-            t: int(
-                fetch_value(snapshot.conn, COUNT_QUERY.format(table=quote_table(t.schema, t.name)))
-            )
-            for t in tables
-        }
+        counts = {t: count_rows(snapshot.conn, t.schema, t.name) for t in tables}
     finally:
         snapshot.close()
     return snapshot.lsn, counts
@@ -161,7 +154,7 @@ def build_mirror_checks(
     )
     def mirror_checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
         wanted = context.selected_asset_check_keys
-        end = chain_end(range_partitions(context.instance.get_dynamic_partitions(partitions.name)))
+        end = chain_end(recent_ranges(context.instance, partitions.name))
         tables = sorted({by_key[k.asset_key] for k in wanted}, key=lambda t: t.mirror_key.path)
         for table in tables:
             if any(k.asset_key == table.mirror_key and k.name == AT_CHAIN_END for k in wanted):

@@ -1,9 +1,16 @@
 """Names a person sees in the Dagster UI: asset keys, partitions, jobs, sensors, tags.
 
-``sqlserver/<source>/<schema>/<table>`` is the source table, ``cdc/…`` its change log,
-``mirror/…`` its current state. Dagster allows only letters, digits and ``_`` in a key part, so
-other characters (spaces, dots, unicode) become ``_`` and a short hash of the real name keeps two
-tables apart that would otherwise collide; the real name stays in the asset's metadata.
+A captured table is three assets, one per stage, each named so that its last key part (the box
+title in the lineage graph, the name in the catalog) says the stage:
+
+- ``sqlserver/<source>/<schema>/<table>``: the SQL Server table (external);
+- ``cdc/<source>/<schema>/<table>_changes``: its change log;
+- ``mirror/<source>/<schema>/<table>_mirror``: its current state.
+
+These keys are what users' downstream assets depend on: they do not change. Dagster allows only
+letters, digits and ``_`` in a key part, so other characters (spaces, dots, unicode) become ``_``
+and a short hash of the real name keeps two tables apart that would otherwise collide; the real
+name stays in the asset's metadata.
 """
 
 from __future__ import annotations
@@ -17,6 +24,10 @@ SNAPSHOT_PARTITION = "snapshot"
 SOURCE_TAG = "cdc_assets/source"
 PARTITION_TAG = "cdc_assets/partition"
 RESNAPSHOT_TAG = "cdc_assets/resnapshot_reason"  # on snapshot runs the sensor starts after a gap
+IO_MANAGER = "cdc_io_manager"  # the resource key of the Parquet IO manager
+COVERAGE = "coverage"  # the change-log checks (:mod:`.change_log_checks`)
+CHAIN = "chain"
+BLOCKING = (COVERAGE, CHAIN)  # the checks that run with every change-log partition
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -34,11 +45,11 @@ def source_table_key(source: str, schema: str, table: str) -> AssetKey:
 
 
 def change_log_key(source: str, schema: str, table: str) -> AssetKey:
-    return AssetKey(["cdc", source, key_part(schema), key_part(table)])
+    return AssetKey(["cdc", source, key_part(schema), f"{key_part(table)}_changes"])
 
 
 def mirror_key(source: str, schema: str, table: str) -> AssetKey:
-    return AssetKey(["mirror", source, key_part(schema), key_part(table)])
+    return AssetKey(["mirror", source, key_part(schema), f"{key_part(table)}_mirror"])
 
 
 def partitions_name(source: str) -> str:
@@ -47,6 +58,10 @@ def partitions_name(source: str) -> str:
 
 def sync_job_name(source: str) -> str:
     return f"{source}_sync"
+
+
+def health_job_name(source: str) -> str:
+    return f"{source}_health"
 
 
 def sensor_name(source: str) -> str:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from . import changelog, storage, udfs
 from . import types as T
+from .sqlite_db import open_sqlite, register_stubs
 from .storage import quote
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,6 @@ class _Instance:
     source_object_id: int
     change_table: str
     create_lsn: int
-    columns: tuple[str, ...]
     column_ids: tuple[int, ...]
     start_lsn: bytes | None
 
@@ -70,29 +70,43 @@ def _instances(db: sqlite3.Connection) -> list[_Instance]:
         'JOIN "cdc.change_tables" AS ct ON ct.object_id = i.object_id '
         "JOIN _emu_objects AS o ON o.object_id = i.object_id ORDER BY i.create_lsn"
     ).fetchall()
-    found = []
-    for oid, name, source, physical, create_lsn, column_ids, start_lsn in rows:
-        columns = tuple(
-            r[0]
-            for r in db.execute(
-                'SELECT column_name FROM "cdc.captured_columns" WHERE object_id = ? '
-                "ORDER BY column_ordinal",
-                (oid,),
-            )
+    return [
+        _Instance(
+            oid, name, source, physical, int(create_lsn), tuple(json.loads(column_ids)), start_lsn
         )
-        found.append(
-            _Instance(
-                oid,
-                name,
-                source,
-                physical,
-                int(create_lsn),
-                columns,
-                tuple(json.loads(column_ids)),
-                start_lsn,
-            )
+        for oid, name, source, physical, create_lsn, column_ids, start_lsn in rows
+    ]
+
+
+def _captured_columns(db: sqlite3.Connection, instances: list[_Instance]) -> dict[int, list[str]]:
+    """Captured column names (ordinal order) of ``instances``, by change table object id."""
+    ids = ", ".join(str(i.object_id) for i in instances) or "NULL"
+    columns: dict[int, list[str]] = {i.object_id: [] for i in instances}
+    for oid, name in db.execute(
+        'SELECT object_id, column_name FROM "cdc.captured_columns" '
+        f"WHERE object_id IN ({ids}) ORDER BY object_id, column_ordinal"
+    ):
+        columns[oid].append(name)
+    return columns
+
+
+def _sources_written(db: sqlite3.Connection, low: int, high: int) -> set[int] | None:
+    """The tracked tables the transactions in (low, high] wrote; None if not all are on record
+    (transactions committed before ``_emu_transaction_tables`` existed): then every table."""
+    (unrecorded,) = db.execute(
+        "SELECT COUNT(*) FROM _emu_transactions AS t WHERE t.lsn > ? AND t.lsn <= ? "
+        "AND NOT EXISTS (SELECT 1 FROM _emu_transaction_tables AS w WHERE w.lsn = t.lsn)",
+        (low, high),
+    ).fetchone()
+    if unrecorded:
+        return None
+    return {
+        int(r[0])
+        for r in db.execute(
+            "SELECT DISTINCT object_id FROM _emu_transaction_tables WHERE lsn > ? AND lsn <= ?",
+            (low, high),
         )
-    return found
+    }
 
 
 def _cdc_enabled(db: sqlite3.Connection) -> bool:
@@ -134,9 +148,12 @@ def scan_db(db: sqlite3.Connection, max_transactions: int | None = None) -> int:
         with_rows: set[int] = set()
         commands = 0
         records = 0
+        written = _sources_written(db, captured, horizon)
         by_source: dict[int, list[_Instance]] = {}
         for instance in instances:
-            by_source.setdefault(instance.source_object_id, []).append(instance)
+            if written is None or instance.source_object_id in written:
+                by_source.setdefault(instance.source_object_id, []).append(instance)
+        captured_columns = _captured_columns(db, [i for g in by_source.values() for i in g])
         for source, group in by_source.items():
             log_name = changelog.log_table(source)
             present = _log_columns(db, log_name)
@@ -154,8 +171,9 @@ def scan_db(db: sqlite3.Connection, max_transactions: int | None = None) -> int:
                 values = ", ".join(
                     f"c{cid}" if f"c{cid}" in present else "NULL" for cid in instance.column_ids
                 )
-                names = ", ".join(quote(c) for c in instance.columns)
-                full = udfs.full_mask(len(instance.columns))
+                columns = captured_columns[instance.object_id]
+                names = ", ".join(quote(c) for c in columns)
+                full = udfs.full_mask(len(columns))
                 ids = ",".join(str(c) for c in instance.column_ids)
                 cursor = db.execute(
                     f"INSERT INTO {quote(instance.change_table)} "
@@ -192,6 +210,7 @@ def scan_db(db: sqlite3.Connection, max_transactions: int | None = None) -> int:
             ],
         )
         db.execute("DELETE FROM _emu_transactions WHERE lsn <= ?", (horizon,))
+        db.execute("DELETE FROM _emu_transaction_tables WHERE lsn <= ?", (horizon,))
         _mark_progress(db, horizon, started)
         schema_changes = _capture_ddl(db, instances, captured, horizon)
         for instance in instances:
@@ -393,9 +412,8 @@ def cleanup_db(
 # -- module-level API and the agent ------------------------------------------------------------
 
 
-def _open(path: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
-    from .session import open_sqlite, register_stubs
-
+def open_db(path: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """A connection for the capture and cleanup jobs (what :class:`CaptureAgent` keeps open)."""
     db = open_sqlite(str(path), timeout)
     register_stubs(db)
     storage.bootstrap(db)
@@ -404,7 +422,7 @@ def _open(path: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
 
 def scan(path: str | Path, max_transactions: int | None = None) -> int:
     """One capture scan of the database at ``path``; returns the transactions captured."""
-    db = _open(path)
+    db = open_db(path)
     try:
         return scan_db(db, max_transactions)
     finally:
@@ -415,7 +433,7 @@ def cleanup(
     path: str | Path, retention_minutes: int | None = None, now: dt.datetime | None = None
 ) -> int:
     """One cleanup pass of the database at ``path``; returns the change rows deleted."""
-    db = _open(path)
+    db = open_db(path)
     try:
         return cleanup_db(db, retention_minutes, now)
     finally:
@@ -506,7 +524,7 @@ class CaptureAgent:
         )
 
     def _run(self) -> None:
-        db = _open(self.path, self.timeout)
+        db = open_db(self.path, self.timeout)
         config = _JobConfig()
         last_cleanup = time.monotonic()
         try:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from . import errors, faults
-from .session import Result, Session
+from .plan import Result
+from .session import Session
 
 apilevel = "2.0"
 threadsafety = 1

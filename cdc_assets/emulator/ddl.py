@@ -18,20 +18,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
 from . import catalog as catalog_mod
-from . import changelog, errors, storage
+from . import changelog, errors, statements, storage
 from . import types as T
 from .catalog import Table
+from .catalog_rows import delete_table, drop_instance, insert_column, insert_table
+from .plan import Plan, StatementContext
 from .storage import quote
-from .translate import Plan, Translator
+from .translate import Translator
 from .types import SqlType
-
-if TYPE_CHECKING:
-    from .session import Session
 
 
 @dataclass
@@ -44,6 +43,7 @@ class ColumnSpec:
     unique: bool = False
 
 
+@statements.planner(exp.Create, exp.Alter, exp.Drop)
 def plan_ddl(tr: Translator, node: exp.Expression, text: str) -> Plan:
     if isinstance(node, exp.Create):
         kind = str(node.args.get("kind") or "").upper()
@@ -68,8 +68,8 @@ def plan_ddl(tr: Translator, node: exp.Expression, text: str) -> Plan:
     raise errors.not_supported(type(node).__name__)
 
 
-def _action(run: Callable[[Session], None]) -> Plan:
-    def payload(session: Session, _params: Sequence[Any]) -> None:
+def _action(run: Callable[[StatementContext], None]) -> Plan:
+    def payload(session: StatementContext, _params: Sequence[Any]) -> None:
         with session.write_scope():
             run(session)
         return None
@@ -106,7 +106,7 @@ def _default_sql(tr: Translator, value: exp.Expression, column_type: SqlType) ->
     ):
         return "(_emu_newid())"
     if tr.is_value(value) and tr.param_index(value) is None:
-        literal, _ = tr._literal_value(value)
+        literal, _ = tr.literal_value(value)
         encoded = column_type.encode(literal)
         if encoded is None:
             return "NULL"
@@ -155,7 +155,9 @@ def _key_names(node: exp.Expression) -> list[str]:
     return names
 
 
-def _create_table(tr: Translator, node: exp.Create, text: str) -> Callable[[Session], None]:
+def _create_table(
+    tr: Translator, node: exp.Create, text: str
+) -> Callable[[StatementContext], None]:
     schema_node = node.this
     if not isinstance(schema_node, exp.Schema):
         raise errors.not_supported("CREATE TABLE ... AS SELECT")
@@ -220,9 +222,9 @@ def _create_table(tr: Translator, node: exp.Create, text: str) -> Callable[[Sess
         ):
             raise errors.not_supported("IDENTITY except on a single-column integer PRIMARY KEY")
 
-    def run(session: Session) -> None:
+    def run(session: StatementContext) -> None:
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         if cat.find(name, schema) is not None:
             raise errors.server_error(
                 2714, f"There is already an object named '{name}' in the database."
@@ -256,69 +258,34 @@ def _create_table(tr: Translator, node: exp.Create, text: str) -> Callable[[Sess
         for unique in uniques:
             parts.append("UNIQUE (" + ", ".join(quote(u) for u in unique) + ")")
         session.sqlite(f"CREATE TABLE {quote(physical)} ({', '.join(parts)})")
-        now = T.DATETIME.encode(storage.now())
-        db.execute(
-            "INSERT INTO _emu_objects (object_id, schema_id, name, type, physical, create_date, "
-            "modify_date, is_ms_shipped, is_tracked_by_cdc, pk_name, next_column_id) "
-            "VALUES (?, ?, ?, 'U', ?, ?, ?, 0, 0, ?, ?)",
-            (
-                oid,
-                cat.schemas[schema.lower()],
-                name,
-                physical,
-                now,
-                now,
-                key_name,
-                len(columns) + 1,
-            ),
+        insert_table(
+            db,
+            oid,
+            cat.schemas[schema.lower()],
+            name,
+            physical,
+            [(c.name, c.type, c.nullable, c.identity) for c in columns],
+            shipped=False,
+            pk_name=key_name,
         )
-        for cid, c in enumerate(columns, start=1):
-            insert_column(db, oid, cid, c.name, c.type, c.nullable, c.identity)
         for ordinal, k in enumerate(key, start=1):
             cid = [c.name.lower() for c in columns].index(k.lower()) + 1
             db.execute(
                 "INSERT INTO _emu_key_columns (object_id, column_id, key_ordinal) VALUES (?, ?, ?)",
                 (oid, cid, ordinal),
             )
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, (oid,))
 
     return run
 
 
-def insert_column(
-    db: Any,
-    oid: int,
-    cid: int,
-    name: str,
-    sql_type: SqlType,
-    nullable: bool,
-    identity: bool = False,
-) -> None:
-    db.execute(
-        "INSERT INTO _emu_columns (object_id, column_id, name, type_name, type_sql, max_length, "
-        "precision, scale, is_nullable, is_identity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            oid,
-            cid,
-            name,
-            sql_type.name,
-            sql_type.sql,
-            sql_type.max_length,
-            sql_type.sys_precision,
-            sql_type.sys_scale,
-            1 if nullable else 0,
-            1 if identity else 0,
-        ),
-    )
-
-
-def _create_schema(node: exp.Create) -> Callable[[Session], None]:
+def _create_schema(node: exp.Create) -> Callable[[StatementContext], None]:
     target = node.this
     name = (target.db or target.name) if isinstance(target, exp.Table) else str(target)
 
-    def run(session: Session) -> None:
+    def run(session: StatementContext) -> None:
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         if name.lower() in cat.schemas:
             raise errors.server_error(
                 2714, f"There is already an object named '{name}' in the database."
@@ -327,7 +294,7 @@ def _create_schema(node: exp.Create) -> Callable[[Session], None]:
         db.execute(
             "INSERT INTO _emu_schemas (schema_id, name) VALUES (?, ?)", (max(int(top), 5) + 1, name)
         )
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, ())
 
     return run
 
@@ -339,7 +306,7 @@ def _index_name(table: Table, name: str) -> str:
     return f"{table.physical}.{name}"
 
 
-def _create_index(tr: Translator, node: exp.Create) -> Callable[[Session], None]:
+def _create_index(tr: Translator, node: exp.Create) -> Callable[[StatementContext], None]:
     index = node.this
     kind = str(node.args.get("kind") or "").upper()
     if kind.startswith("CLUSTERED"):
@@ -353,9 +320,8 @@ def _create_index(tr: Translator, node: exp.Create) -> Callable[[Session], None]
         raise errors.not_supported(f"the index definition {node.sql('tsql')[:60]!r}")
     unique = bool(node.args.get("unique"))
 
-    def run(session: Session) -> None:
-        cat = catalog_mod.load(session.db)
-        table = _user_table(cat, index.args["table"], session.db_name)
+    def run(session: StatementContext) -> None:
+        table = _user_table(session.refresh_catalog(), index.args["table"], session.db_name)
         for name, _ in columns:
             if table.column(name) is None:
                 raise errors.invalid_column(name)
@@ -368,15 +334,15 @@ def _create_index(tr: Translator, node: exp.Create) -> Callable[[Session], None]
     return run
 
 
-def _drop_index(tr: Translator, node: exp.Drop) -> Callable[[Session], None]:
+def _drop_index(tr: Translator, node: exp.Drop) -> Callable[[StatementContext], None]:
     on = node.args.get("cluster")
     target = on.this if on is not None else None
     names = [t.name for t in node.args.get("tables") or []]
     if not isinstance(target, exp.Table):
         raise errors.not_supported("DROP INDEX without ON <table>")
 
-    def run(session: Session) -> None:
-        table = _user_table(catalog_mod.load(session.db), target, session.db_name)
+    def run(session: StatementContext) -> None:
+        table = _user_table(session.refresh_catalog(), target, session.db_name)
         for name in names:
             exists = "IF EXISTS " if node.args.get("exists") else ""
             session.sqlite(f"DROP INDEX {exists}{quote(_index_name(table, name))}")
@@ -394,7 +360,7 @@ def _user_table(cat: catalog_mod.Catalog, node: exp.Table, db_name: str) -> Tabl
     return table
 
 
-def _log_ddl(session: Session, table: Table, text: str) -> None:
+def _log_ddl(session: StatementContext, table: Table, text: str) -> None:
     if not table.tracked or table.object_id is None:
         return
     session.db.execute(
@@ -406,7 +372,7 @@ def _log_ddl(session: Session, table: Table, text: str) -> None:
     session.tx.ddl_logged = True
 
 
-def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Session], None]:
+def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[StatementContext], None]:
     table_node = node.this
     actions = node.args.get("actions") or []
     adds: list[ColumnSpec] = []
@@ -424,10 +390,9 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Sessio
         else:
             raise errors.not_supported(f"ALTER TABLE ... {action.sql('tsql')[:60]}")
 
-    def run(session: Session) -> None:
+    def run(session: StatementContext) -> None:
         db = session.db
-        cat = catalog_mod.load(db)
-        table = _user_table(cat, table_node, session.db_name)
+        table = _user_table(session.refresh_catalog(), table_node, session.db_name)
         assert table.object_id is not None
         oid = table.object_id
         quoted = quote(table.physical)
@@ -492,11 +457,10 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Sessio
                 "DELETE FROM _emu_columns WHERE object_id = ? AND column_id = ?",
                 (oid, column.column_id),
             )
+        storage.bump_catalog(db, (oid,))
         if table.tracked:
-            refreshed = catalog_mod.load(db).tables_by_id[oid]
-            changelog.install_triggers(db, refreshed)
+            changelog.install_triggers(db, session.refresh_catalog().tables_by_id[oid])
             _log_ddl(session, table, text)
-        storage.bump_catalog(db)
 
     return run
 
@@ -504,16 +468,14 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Sessio
 # -- DROP TABLE ----------------------------------------------------------------------------------
 
 
-def _drop_tables(tr: Translator, node: exp.Drop) -> Callable[[Session], None]:
+def _drop_tables(tr: Translator, node: exp.Drop) -> Callable[[StatementContext], None]:
     tables = list(node.args.get("tables") or node.expressions or [node.this])
     if_exists = bool(node.args.get("exists"))
 
-    def run(session: Session) -> None:
-        from . import procedures
-
+    def run(session: StatementContext) -> None:
         db = session.db
         for table_node in tables:
-            cat = catalog_mod.load(db)
+            cat = session.refresh_catalog()
             found = cat.find(table_node.name, table_node.db or None)
             if found is None or found.kind != "user":
                 if if_exists and found is None:
@@ -526,16 +488,16 @@ def _drop_tables(tr: Translator, node: exp.Drop) -> Callable[[Session], None]:
                     "or you do not have permission.",
                 )
             assert found.object_id is not None
-            for instance in cat.instances_of(found.object_id):
-                procedures.drop_instance(db, instance)
+            instances = cat.instances_of(found.object_id)
+            for instance in instances:
+                drop_instance(db, instance)
             if found.tracked:
                 changelog.drop_log(db, found.object_id)
                 db.execute(
                     "DELETE FROM _emu_ddl_log WHERE source_object_id = ?", (found.object_id,)
                 )
             session.sqlite(f"DROP TABLE {quote(found.physical)}")
-            for table in ("_emu_objects", "_emu_columns", "_emu_key_columns"):
-                db.execute(f"DELETE FROM {table} WHERE object_id = ?", (found.object_id,))
-            storage.bump_catalog(db)
+            delete_table(db, found.object_id)
+            storage.bump_catalog(db, (found.object_id, *(i.object_id for i in instances)))
 
     return run

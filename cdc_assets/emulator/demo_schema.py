@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cdc_assets.sqlserver.quoting import quote_name  # the one QUOTENAME of the project
+
 _TYPE_RE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*(?:\(\s*([^)]*)\s*\))?\s*$")
 
 INTEGER_TYPES = ("tinyint", "smallint", "int", "bigint")
@@ -25,11 +27,6 @@ INTEGER_RANGES: dict[str, tuple[int, int]] = {
     "int": (-(2**31), 2**31 - 1),
     "bigint": (-(2**63), 2**63 - 1),
 }
-
-
-def quote_name(name: str) -> str:
-    """``QUOTENAME``: ``order lines`` -> ``[order lines]``, ``a]b`` -> ``[a]]b]``."""
-    return "[" + name.replace("]", "]]") + "]"
 
 
 def _n_string(text: str) -> str:

@@ -20,26 +20,23 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
-from . import capture, changelog, errors, storage
+from . import capture, changelog, errors, statements, storage
 from . import catalog as catalog_mod
 from . import types as T
 from .catalog import CaptureInstance, Table
-from .ddl import insert_column
+from .catalog_rows import drop_instance, insert_table
+from .plan import Plan, Result, ResultColumn, StatementContext
 from .storage import quote
-from .translate import Plan, ResultColumn, Translator
-
-if TYPE_CHECKING:
-    import sqlite3
-
-    from .session import Result, Session
+from .translate import Translator
 
 _MISSING = object()
 
@@ -49,10 +46,11 @@ class Procedure:
     name: str
     params: tuple[str, ...]
     required: tuple[str, ...]
-    run: Callable[[Session, dict[str, Any]], Result | None]
+    run: Callable[[StatementContext, dict[str, Any]], Result | None]
 
 
-def plan_execute(tr: Translator, node: exp.Execute) -> Plan:
+@statements.planner(exp.Execute)
+def plan_execute(tr: Translator, node: exp.Execute, _text: str) -> Plan:
     target = node.this
     name = target.name if isinstance(target, exp.Table) else str(target)
     schema = (target.db if isinstance(target, exp.Table) else "") or "sys"
@@ -71,7 +69,7 @@ def plan_execute(tr: Translator, node: exp.Execute) -> Plan:
                 8145, f"@{key} is not a parameter for procedure {procedure.name}."
             )
 
-    def payload(session: Session, params: Sequence[Any]) -> Result | None:
+    def payload(session: StatementContext, params: Sequence[Any]) -> Result | None:
         args: dict[str, Any] = {}
         for position, (key, value) in enumerate(named):
             if key is None:
@@ -102,7 +100,7 @@ def _evaluate(tr: Translator, node: exp.Expression, params: Sequence[Any]) -> An
         return _MISSING
     if isinstance(node, exp.Column) and not node.table:
         return node.name  # EXEC p @x = bareword
-    value, _ = tr._literal_value(node)
+    value, _ = tr.literal_value(node)
     return value
 
 
@@ -130,7 +128,7 @@ def _int(value: Any) -> int | None:
 # -- database ------------------------------------------------------------------------------------
 
 
-def _enable_db(session: Session, args: dict[str, Any]) -> None:
+def _enable_db(session: StatementContext, args: dict[str, Any]) -> None:
     with session.write_scope():
         db = session.db
         (enabled,) = db.execute("SELECT value FROM _emu_meta WHERE key = 'cdc_enabled'").fetchone()
@@ -143,14 +141,14 @@ def _enable_db(session: Session, args: dict[str, Any]) -> None:
         )
         storage.create_cdc_tables(db)
         db.execute("UPDATE _emu_meta SET value = 1 WHERE key = 'cdc_enabled'")
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, ())
     return None
 
 
-def _disable_db(session: Session, args: dict[str, Any]) -> None:
+def _disable_db(session: StatementContext, args: dict[str, Any]) -> None:
     with session.write_scope():
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         if not cat.cdc_enabled:
             return None
         for instance in list(cat.instances.values()):
@@ -161,6 +159,7 @@ def _disable_db(session: Session, args: dict[str, Any]) -> None:
         db.execute("UPDATE _emu_objects SET is_tracked_by_cdc = 0")
         db.execute("DELETE FROM _emu_ddl_log")
         db.execute("DELETE FROM _emu_transactions")
+        db.execute("DELETE FROM _emu_transaction_tables")
         storage.drop_cdc_tables(db)
         db.execute("DELETE FROM _emu_schemas WHERE name = 'cdc'")
         db.execute('DELETE FROM "msdb.dbo.cdc_jobs"')
@@ -170,7 +169,7 @@ def _disable_db(session: Session, args: dict[str, Any]) -> None:
     return None
 
 
-def _require_cdc(session: Session, cat: catalog_mod.Catalog) -> None:
+def _require_cdc(session: StatementContext, cat: catalog_mod.Catalog) -> None:
     if not cat.cdc_enabled:
         raise errors.cdc_error(
             22901,
@@ -179,6 +178,21 @@ def _require_cdc(session: Session, cat: catalog_mod.Catalog) -> None:
             "databases enabled for Change Data Capture, query the is_cdc_enabled column in the "
             "sys.databases catalog view.",
         )
+
+
+def _capture_instance(
+    session: StatementContext, args: dict[str, Any]
+) -> tuple[catalog_mod.Catalog, CaptureInstance]:
+    """The catalog and the capture instance named by ``@capture_instance`` (22964 if none)."""
+    cat = session.refresh_catalog()
+    _require_cdc(session, cat)
+    ci = str(_get(args, "capture_instance"))
+    instance = cat.instances.get(ci.lower())
+    if instance is None:
+        raise errors.cdc_error(
+            22964, f"The capture instance '{ci}' does not exist in the database."
+        )
+    return cat, instance
 
 
 # -- tables --------------------------------------------------------------------------------------
@@ -198,7 +212,9 @@ def _split_names(text: str) -> list[str]:
     return names
 
 
-def _source_table(session: Session, cat: catalog_mod.Catalog, schema: str, name: str) -> Table:
+def _source_table(
+    session: StatementContext, cat: catalog_mod.Catalog, schema: str, name: str
+) -> Table:
     table = cat.find(name, schema)
     if table is None or table.kind != "user":
         raise errors.cdc_error(
@@ -213,36 +229,23 @@ def _source_table(session: Session, cat: catalog_mod.Catalog, schema: str, name:
 def ensure_jobs(db: sqlite3.Connection) -> None:
     """The capture and cleanup jobs, created (started) with the first capture instance."""
     existing = {r[0] for r in db.execute('SELECT job_type FROM "msdb.dbo.cdc_jobs"')}
-    if "capture" not in existing:
-        db.execute(
-            'INSERT INTO "msdb.dbo.cdc_jobs" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-            (
-                storage.DATABASE_ID,
-                "capture",
-                str(uuid.uuid4()).upper(),
-                capture.DEFAULT_MAXTRANS,
-                capture.DEFAULT_MAXSCANS,
-                1,
-                capture.DEFAULT_POLLING_INTERVAL,
-                0,
-                0,
-            ),
-        )
-    if "cleanup" not in existing:
-        db.execute(
-            'INSERT INTO "msdb.dbo.cdc_jobs" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
-            (
-                storage.DATABASE_ID,
-                "cleanup",
-                str(uuid.uuid4()).upper(),
-                0,
-                0,
-                0,
-                0,
-                capture.DEFAULT_RETENTION,
-                5000,
-            ),
-        )
+    settings = {  # maxtrans, maxscans, continuous, pollinginterval, retention, threshold
+        "capture": (
+            capture.DEFAULT_MAXTRANS,
+            capture.DEFAULT_MAXSCANS,
+            1,
+            capture.DEFAULT_POLLING_INTERVAL,
+            0,
+            0,
+        ),
+        "cleanup": (0, 0, 0, 0, capture.DEFAULT_RETENTION, 5000),
+    }
+    for job, values in settings.items():
+        if job not in existing:
+            db.execute(
+                'INSERT INTO "msdb.dbo.cdc_jobs" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+                (storage.DATABASE_ID, job, str(uuid.uuid4()).upper(), *values),
+            )
     started = T.DATETIME.encode(storage.now())
     for job in ("capture", "cleanup"):
         db.execute(
@@ -252,10 +255,10 @@ def ensure_jobs(db: sqlite3.Connection) -> None:
         )
 
 
-def _enable_table(session: Session, args: dict[str, Any]) -> None:
+def _enable_table(session: StatementContext, args: dict[str, Any]) -> None:
     with session.write_scope():
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         _require_cdc(session, cat)
         schema = str(_get(args, "source_schema"))
         name = str(_get(args, "source_name"))
@@ -330,15 +333,16 @@ def _enable_table(session: Session, args: dict[str, Any]) -> None:
             '("__$start_lsn", "__$command_id", "__$seqval", "__$operation")'
         )
         now = T.DATETIME.encode(storage.now())
-        cdc_schema = cat.schemas.get("cdc", storage.CDC_SCHEMA_ID)
-        db.execute(
-            "INSERT INTO _emu_objects (object_id, schema_id, name, type, physical, create_date, "
-            "modify_date, is_ms_shipped, is_tracked_by_cdc, pk_name, next_column_id) "
-            "VALUES (?, ?, ?, 'U', ?, ?, ?, 1, 0, NULL, ?)",
-            (oid, cdc_schema, f"{ci}_CT", physical, now, now, len(ct_columns) + 1),
+        insert_table(
+            db,
+            oid,
+            cat.schemas.get("cdc", storage.CDC_SCHEMA_ID),
+            f"{ci}_CT",
+            physical,
+            [(n, t, nullable, False) for n, t, nullable in ct_columns],
+            shipped=True,
+            pk_name=None,
         )
-        for cid, (col_name, col_type, nullable) in enumerate(ct_columns, start=1):
-            insert_column(db, oid, cid, col_name, col_type, nullable)
         db.execute(
             'INSERT INTO "cdc.change_tables" (object_id, version, source_object_id, '
             "capture_instance, start_lsn, end_lsn, supports_net_changes, has_drop_pending, "
@@ -383,28 +387,14 @@ def _enable_table(session: Session, args: dict[str, Any]) -> None:
                 (table.object_id,),
             )
         ensure_jobs(db)
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, (table.object_id, oid))
     return None
 
 
-def drop_instance(db: sqlite3.Connection, instance: CaptureInstance) -> None:
-    """Remove a capture instance: its change table and metadata."""
-    db.execute(f"DROP TABLE IF EXISTS {quote(instance.change_table)}")
-    for table in (
-        '"cdc.change_tables"',
-        '"cdc.captured_columns"',
-        '"cdc.index_columns"',
-        '"cdc.ddl_history"',
-    ):
-        db.execute(f"DELETE FROM {table} WHERE object_id = ?", (instance.object_id,))
-    for table in ("_emu_instances", "_emu_objects", "_emu_columns"):
-        db.execute(f"DELETE FROM {table} WHERE object_id = ?", (instance.object_id,))
-
-
-def _disable_table(session: Session, args: dict[str, Any]) -> None:
+def _disable_table(session: StatementContext, args: dict[str, Any]) -> None:
     with session.write_scope():
         db = session.db
-        cat = catalog_mod.load(db)
+        cat = session.refresh_catalog()
         _require_cdc(session, cat)
         table = _source_table(
             session, cat, str(_get(args, "source_schema")), str(_get(args, "source_name"))
@@ -422,14 +412,14 @@ def _disable_table(session: Session, args: dict[str, Any]) -> None:
                 )
         for instance in instances:
             drop_instance(db, instance)
-        if not catalog_mod.load(db).instances_of(table.object_id):
+        if len(instances) == len(cat.instances_of(table.object_id)):
             changelog.drop_log(db, table.object_id)
             db.execute(
                 "UPDATE _emu_objects SET is_tracked_by_cdc = 0 WHERE object_id = ?",
                 (table.object_id,),
             )
             db.execute("DELETE FROM _emu_ddl_log WHERE source_object_id = ?", (table.object_id,))
-        storage.bump_catalog(db)
+        storage.bump_catalog(db, (table.object_id, *(i.object_id for i in instances)))
     return None
 
 
@@ -447,7 +437,7 @@ def _job_type(args: dict[str, Any]) -> str:
     return job
 
 
-def _require_job(session: Session, job: str) -> None:
+def _require_job(session: StatementContext, job: str) -> None:
     row = session.db.execute("SELECT 1 FROM _emu_jobs WHERE job_type = ?", (job,)).fetchone()
     if row is None:
         raise errors.cdc_error(
@@ -458,7 +448,7 @@ def _require_job(session: Session, job: str) -> None:
         )
 
 
-def _start_job(session: Session, args: dict[str, Any]) -> None:
+def _start_job(session: StatementContext, args: dict[str, Any]) -> None:
     job = _job_type(args)
     with session.write_scope():
         _require_job(session, job)
@@ -470,7 +460,7 @@ def _start_job(session: Session, args: dict[str, Any]) -> None:
     return None
 
 
-def _stop_job(session: Session, args: dict[str, Any]) -> None:
+def _stop_job(session: StatementContext, args: dict[str, Any]) -> None:
     job = _job_type(args)
     with session.write_scope():
         _require_job(session, job)
@@ -481,7 +471,7 @@ def _stop_job(session: Session, args: dict[str, Any]) -> None:
     return None
 
 
-def _change_job(session: Session, args: dict[str, Any]) -> None:
+def _change_job(session: StatementContext, args: dict[str, Any]) -> None:
     job = _job_type(args)
     updates: dict[str, int] = {}
     for key in ("maxtrans", "maxscans", "continuous", "pollinginterval", "retention", "threshold"):
@@ -501,7 +491,7 @@ def _change_job(session: Session, args: dict[str, Any]) -> None:
     return None
 
 
-def _help_jobs(session: Session, args: dict[str, Any]) -> Result:
+def _help_jobs(session: StatementContext, args: dict[str, Any]) -> Result:
     rows = session.sqlite(
         "SELECT job_id, job_type, 'cdc.' || ? || '_' || job_type AS job_name, maxtrans, "
         'maxscans, continuous, pollinginterval, retention, threshold FROM "msdb.dbo.cdc_jobs" '
@@ -529,7 +519,7 @@ def _help_jobs(session: Session, args: dict[str, Any]) -> Result:
     return _result(names, converted)
 
 
-def _scan(session: Session, args: dict[str, Any]) -> None:
+def _scan(session: StatementContext, args: dict[str, Any]) -> None:
     tx = session.tx
     if tx is not None and (tx.sqlite_mode is not None or not tx.implicit):
         raise errors.cdc_error(
@@ -546,18 +536,12 @@ def _scan(session: Session, args: dict[str, Any]) -> None:
     return None
 
 
-def _cleanup_change_table(session: Session, args: dict[str, Any]) -> None:
+def _cleanup_change_table(session: StatementContext, args: dict[str, Any]) -> None:
     ci = str(_get(args, "capture_instance"))
     mark = _get(args, "low_water_mark")
     with session.write_scope():
         db = session.db
-        cat = catalog_mod.load(db)
-        _require_cdc(session, cat)
-        instance = cat.instances.get(ci.lower())
-        if instance is None:
-            raise errors.cdc_error(
-                22964, f"The capture instance '{ci}' does not exist in the database."
-            )
+        _, instance = _capture_instance(session, args)
         if mark is None:
             return None
         mark = bytes(mark)
@@ -578,13 +562,11 @@ def _cleanup_change_table(session: Session, args: dict[str, Any]) -> None:
 
 
 def _result(columns: list[tuple[str, T.SqlType]], rows: list[tuple[Any, ...]]) -> Result:
-    from .session import Result
-
     described = tuple(ResultColumn(name, t, t.python_type) for name, t in columns)
     return Result(described, rows, -1)
 
 
-def _help_change_data_capture(session: Session, args: dict[str, Any]) -> Result:
+def _help_change_data_capture(session: StatementContext, args: dict[str, Any]) -> Result:
     cat = session.refresh_catalog()
     _require_cdc(session, cat)
     schema = _get(args, "source_schema")
@@ -643,15 +625,8 @@ def _help_change_data_capture(session: Session, args: dict[str, Any]) -> Result:
     return _result(columns, out)
 
 
-def _get_captured_columns(session: Session, args: dict[str, Any]) -> Result:
-    cat = session.refresh_catalog()
-    _require_cdc(session, cat)
-    ci = str(_get(args, "capture_instance"))
-    instance = cat.instances.get(ci.lower())
-    if instance is None:
-        raise errors.cdc_error(
-            22964, f"The capture instance '{ci}' does not exist in the database."
-        )
+def _get_captured_columns(session: StatementContext, args: dict[str, Any]) -> Result:
+    cat, instance = _capture_instance(session, args)
     source = cat.tables_by_id.get(instance.source_object_id)
     change = cat.tables_by_id.get(instance.object_id)
     out = []
@@ -693,15 +668,8 @@ def _get_captured_columns(session: Session, args: dict[str, Any]) -> Result:
     return _result(columns, out)
 
 
-def _get_ddl_history(session: Session, args: dict[str, Any]) -> Result:
-    cat = session.refresh_catalog()
-    _require_cdc(session, cat)
-    ci = str(_get(args, "capture_instance"))
-    instance = cat.instances.get(ci.lower())
-    if instance is None:
-        raise errors.cdc_error(
-            22964, f"The capture instance '{ci}' does not exist in the database."
-        )
+def _get_ddl_history(session: StatementContext, args: dict[str, Any]) -> Result:
+    cat, instance = _capture_instance(session, args)
     source = cat.tables_by_id.get(instance.source_object_id)
     rows = session.sqlite(
         'SELECT required_column_update, ddl_command, ddl_lsn, ddl_time FROM "cdc.ddl_history" '

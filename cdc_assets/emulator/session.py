@@ -33,14 +33,20 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import batch, catalog, changelog, errors, storage, udfs
+from . import batch, catalog, changelog, errors, statements, storage, udfs
+from . import ddl as _ddl  # noqa: F401  (registers its statements with .statements)
+from . import dml as _dml  # noqa: F401  (registers its statements with .statements)
+from . import procedures as _procedures  # noqa: F401  (registers EXEC with .statements)
 from . import types as T
 from .catalog import Catalog
-from .translate import Plan, ResultColumn, Slot, Translator
+from .functions import ALL_OPTIONS, NET_OPTIONS
+from .plan import Plan, Result, Slot
+from .sqlite_db import open_sqlite
+from .transaction import Transaction
+from .translate import Translator
 
 BUSY_SNAPSHOT = 517
 READ_COMMITTED = "READ COMMITTED"
@@ -51,67 +57,6 @@ _PLAN_CACHE_SIZE = 4096
 _PLAN_LOCK = threading.Lock()
 _SPIDS = itertools.count(51)
 _TRAN_IDS = itertools.count(1_000_000 + (uuid.uuid4().int % 1_000_000) * 1000)
-
-
-@dataclass
-class Result:
-    """What one statement returned: a result set (``columns`` + ``rows``) or a row count."""
-
-    columns: tuple[ResultColumn, ...] | None
-    rows: Any = None
-    rowcount: int = -1
-
-
-@dataclass
-class Transaction:
-    """The state of the open T-SQL transaction of a session."""
-
-    level: str
-    tran_id: int
-    begin_time: dt.datetime
-    trancount: int = 1
-    implicit: bool = False
-    name: str | None = None
-    sqlite_mode: str | None = None  # None: no SQLite transaction yet, "read" (snapshot), "write"
-    seq_base: int | None = None
-    seq_count: int = 0
-    cmd: int = 0
-    touched: set[int] = field(default_factory=set)
-    ddl_logged: bool = False
-    wrote: bool = False
-    first_write_time: dt.datetime | None = None
-    savepoints: list[str] = field(default_factory=list)
-    sqlite_savepoints: set[str] = field(default_factory=set)
-    begin_lsn: int | None = None
-    savepoint_lsn: int | None = None
-    snapshot_checked: bool = False
-
-
-def open_sqlite(path: str, timeout: float) -> sqlite3.Connection:
-    """A SQLite connection configured for the emulator (WAL, converters, pure functions)."""
-    T.register_converters()
-    db = sqlite3.connect(
-        path,
-        timeout=timeout,
-        isolation_level=None,
-        detect_types=sqlite3.PARSE_DECLTYPES | sqlite3.PARSE_COLNAMES,
-        check_same_thread=False,
-        cached_statements=512,
-    )
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    udfs.register_pure(db)
-    return db
-
-
-def _stub(*_args: Any) -> Any:
-    raise errors.not_supported("writing to a tracked table outside an emulator session")
-
-
-def register_stubs(db: sqlite3.Connection) -> None:
-    """Functions the triggers call; on non-session connections writing a tracked table fails."""
-    db.create_function("_emu_cmd", 0, _stub)
-    db.create_function("_emu_seq", 0, _stub)
 
 
 class Session:
@@ -225,8 +170,6 @@ class Session:
         option: str | None,
         kind: str,
     ) -> int:
-        from .functions import ALL_OPTIONS, NET_OPTIONS
-
         allowed = ALL_OPTIONS if kind == "all" else NET_OPTIONS
         normalized = " ".join(str(option).lower().split()) if option is not None else None
         if (
@@ -247,16 +190,16 @@ class Session:
     # ------------------------------------------------------------------------------------------
     def refresh_catalog(self) -> Catalog:
         """Reload the catalog when another connection (or this one) changed it."""
-        token = catalog.read_token(self.db)
-        if self.catalog is None or self.catalog.token != token:
-            if self.db.in_transaction:
-                self.catalog = catalog.load(self.db)
-            else:
-                self.db.execute("BEGIN")
-                try:
-                    self.catalog = catalog.load(self.db)
-                finally:
-                    self.db.execute("COMMIT")
+        if self.catalog is not None and self.catalog.token == catalog.read_token(self.db):
+            return self.catalog
+        if self.db.in_transaction:
+            self.catalog = catalog.refresh(self.db, self.catalog)
+        else:
+            self.db.execute("BEGIN")
+            try:
+                self.catalog = catalog.refresh(self.db, self.catalog)
+            finally:
+                self.db.execute("COMMIT")
         return self.catalog
 
     def plan(self, text: str) -> Plan:
@@ -267,7 +210,7 @@ class Session:
             if plan is not None:
                 _PLAN_CACHE.move_to_end(key)
                 return plan
-        plan = Translator(self.catalog, self.db_name).translate(text)
+        plan = statements.plan(Translator(self.catalog, self.db_name), text)
         with _PLAN_LOCK:
             _PLAN_CACHE[key] = plan
             if len(_PLAN_CACHE) > _PLAN_CACHE_SIZE:
@@ -609,15 +552,19 @@ class Session:
             (commit_lsn,),
         ).fetchone()
         rows = 0
+        written: list[tuple[int, int]] = []
         for oid in sorted(tx.touched):
             try:
-                rows += self.db.execute(
+                count = self.db.execute(
                     f"UPDATE {storage.quote(changelog.log_table(oid))} SET lsn = ? "
                     "WHERE lsn IS NULL",
                     (commit_lsn,),
                 ).rowcount
             except sqlite3.OperationalError:  # the table stopped being tracked in this txn
                 continue
+            if count > 0:
+                rows += count
+                written.append((commit_lsn, oid))
         if tx.ddl_logged:
             self.db.execute("UPDATE _emu_ddl_log SET lsn = ? WHERE lsn IS NULL", (commit_lsn,))
         if rows:
@@ -631,6 +578,9 @@ class Session:
                     T.DATETIME.encode(end),
                     tx.begin_lsn,
                 ),
+            )
+            self.db.executemany(
+                "INSERT INTO _emu_transaction_tables (lsn, object_id) VALUES (?, ?)", written
             )
         self.last_commit_lsn = commit_lsn
 
@@ -718,7 +668,7 @@ class Session:
             self.db.execute(
                 "UPDATE _emu_meta SET value = ? WHERE key = 'allow_snapshot'", (1 if on else 0,)
             )
-            storage.bump_catalog(self.db)
+            storage.bump_catalog(self.db, ())
 
     # ------------------------------------------------------------------------------------------
     # connection-level API

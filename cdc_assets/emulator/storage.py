@@ -16,7 +16,10 @@ Bookkeeping:
   ``sys.schemas``, ``sys.tables``, ``sys.columns`` and the primary keys.
 - ``_emu_instances``: per capture instance what SQL Server keeps in the log (creation LSN, the
   source column ids it captures).
-- ``_emu_transactions``: committed transactions that wrote change-log rows, waiting for capture.
+- ``_emu_transactions``: committed transactions that wrote change-log rows, waiting for capture;
+  ``_emu_transaction_tables``: which tracked tables each of them wrote (capture reads only those).
+- ``_emu_catalog_changes``: per catalog change (``catalog_token``) the objects it touched, so
+  connections reread only those (:func:`.catalog.refresh`).
 - ``_emu_ddl_log``: DDL on tracked tables, waiting for capture into ``cdc.ddl_history``.
 - ``_emu_jobs``: whether the capture / cleanup agent jobs are running, since when.
 - ``_emu_log_<object_id>``: the change log of one tracked table (see :mod:`.changelog`).
@@ -27,7 +30,9 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import types as T
 from .types import SqlType
@@ -424,6 +429,14 @@ CREATE TABLE IF NOT EXISTS _emu_types (
     precision INTEGER, scale INTEGER, is_nullable INTEGER);
 """
 
+# added after the first layout: created in older database files when they are opened
+_ADDED_DDL = """
+CREATE TABLE IF NOT EXISTS _emu_transaction_tables (
+    lsn INTEGER NOT NULL, object_id INTEGER NOT NULL, PRIMARY KEY (lsn, object_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _emu_catalog_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, token INTEGER NOT NULL, object_id INTEGER);
+"""
+
 CDC_OBJECT_NAMES = tuple(o for o in SYSTEM_OBJECTS if o.requires_cdc)
 
 
@@ -442,12 +455,33 @@ def now() -> dt.datetime:
     return dt.datetime.now()
 
 
+def is_emulator_database(path: str | Path) -> bool:
+    """``path`` is a file this emulator created (read without changing it)."""
+    try:
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            found = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_emu_state'"
+            ).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return found is not None
+
+
 def bootstrap(db: sqlite3.Connection) -> None:
     """Create the internal layout in an empty database file (idempotent, multi-process safe)."""
-    exists = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_emu_state'"
-    ).fetchone()
-    if exists:
+    present = {
+        r[0]
+        for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('_emu_state', '_emu_catalog_changes')"
+        )
+    }
+    if "_emu_state" in present:
+        if "_emu_catalog_changes" not in present:
+            _add_tables(db)
         return
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -456,7 +490,7 @@ def bootstrap(db: sqlite3.Connection) -> None:
         ).fetchone():
             db.execute("COMMIT")
             return
-        for statement in _INTERNAL_DDL.strip().split(";"):
+        for statement in (_INTERNAL_DDL + _ADDED_DDL).strip().split(";"):
             if statement.strip():
                 db.execute(statement)
         created = T.DATETIME.encode(now())
@@ -500,13 +534,47 @@ def bootstrap(db: sqlite3.Connection) -> None:
         raise
 
 
+def _add_tables(db: sqlite3.Connection) -> None:
+    """Create the tables added to the layout since ``db`` was made."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _ADDED_DDL.strip().split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 def new_token() -> int:
     return secrets.randbits(62)
 
 
-def bump_catalog(db: sqlite3.Connection) -> None:
-    """Mark the catalog changed (call inside the DDL's transaction)."""
-    db.execute("UPDATE _emu_state SET catalog_token = ?", (new_token(),))
+CATALOG_CHANGES_KEPT = 10_000
+
+
+def bump_catalog(db: sqlite3.Connection, object_ids: Iterable[int] | None = None) -> None:
+    """Mark the catalog changed (call inside the DDL's transaction).
+
+    ``object_ids``: the objects (tables, change tables) whose rows in ``_emu_objects``,
+    ``_emu_columns``, ``_emu_key_columns`` or whose capture instance changed, so connections
+    reread only those (see :func:`.catalog.refresh`); an empty list: only database settings or
+    schemas changed; None: anything may have changed (connections reread the whole catalog).
+    """
+    token = new_token()
+    db.execute("UPDATE _emu_state SET catalog_token = ?", (token,))
+    rows: list[tuple[int, int | None]]
+    if object_ids is None:
+        rows = [(token, None)]
+    else:
+        rows = [(token, oid) for oid in sorted(set(object_ids))] or [(token, 0)]
+    db.executemany("INSERT INTO _emu_catalog_changes (token, object_id) VALUES (?, ?)", rows)
+    db.execute(
+        "DELETE FROM _emu_catalog_changes WHERE seq <= "
+        "(SELECT MAX(seq) FROM _emu_catalog_changes) - ?",
+        (CATALOG_CHANGES_KEPT,),
+    )
 
 
 def next_object_id(db: sqlite3.Connection) -> int:

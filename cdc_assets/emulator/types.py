@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sqlite3
 import struct
 import uuid
 from collections.abc import Callable
@@ -287,6 +288,7 @@ _TYPE_TEXT_RE = re.compile(
 )
 
 
+@lru_cache(maxsize=4096)
 def parse_type_text(text: str, pos: int = 0) -> tuple[SqlType, int]:
     """Parse a T-SQL type name at ``text[pos:]``; returns the type and the end position."""
     match = _TYPE_TEXT_RE.match(text, pos)
@@ -444,8 +446,6 @@ def register_converters() -> None:
 
     The names all start with ``EMU_`` so they never touch other users of :mod:`sqlite3`.
     """
-    import sqlite3
-
     if _REGISTERED:
         return
     sqlite3.register_converter("EMU_BIT", _convert_bit)
@@ -471,8 +471,6 @@ def convert_stored(t: SqlType, value: Any) -> Any:
     if name is None:
         return value
     raw = value if isinstance(value, bytes) else str(value).encode()
-    import sqlite3
-
     return sqlite3.converters[name.upper()](raw)
 
 

@@ -33,7 +33,9 @@ from decimal import Decimal
 from random import Random
 from typing import Any
 
-from .demo_schema import DEMO_TABLES, INTEGER_RANGES, ColumnDef, TableDef, quote_name
+from cdc_assets.sqlserver.quoting import quote_name
+
+from .demo_schema import DEMO_TABLES, INTEGER_RANGES, ColumnDef, TableDef
 
 __all__ = [
     "DEMO_TABLES",
@@ -42,8 +44,10 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "WorkloadStats",
+    "create_captured_tables",
     "create_demo_database",
     "read_rows",
+    "small_tables",
 ]
 
 Row = tuple[Any, ...]
@@ -452,8 +456,12 @@ class Workload:
         load: bool = True,
         record: bool = False,
         burst_rows: int = 500,
+        max_rows: int | None = None,
     ) -> None:
         self.conn = conn
+        # A table holding more rows than this gets a "trim" transaction (deletes) instead of a
+        # random one, so a workload left running keeps the tables' sizes bounded.
+        self.max_rows = max_rows
         self.seed = seed
         self.rng = Random(seed)
         self.tables = tuple(_ordered(tables))
@@ -892,6 +900,26 @@ class Workload:
         if self.rng.random() < 0.5:
             self._delete(state, key)
 
+    def _over_full(self) -> _TableState | None:
+        """The fullest table holding more than ``max_rows`` rows, if any."""
+        limit = self.max_rows
+        if limit is None:
+            return None
+        counts = [(sum(len(r) for r in s.rows.values()), s) for s in self._states.values()]
+        full = [(n, s) for n, s in counts if n > limit and s.keys]
+        return max(full, key=lambda item: item[0])[1] if full else None
+
+    def _op_trim(self) -> None:
+        """Delete up to 50 random rows (and their children) of the fullest over-full table."""
+        state = self._over_full()
+        if state is None:
+            self._op_delete()
+            return
+        for _ in range(50):
+            if not state.keys:
+                break
+            self._delete(state, state.keys.choice(self.rng))
+
     def _op_mixed(self) -> None:
         """2-5 random operations over several tables in one transaction."""
         ops: list[Callable[[], None]] = [
@@ -966,7 +994,9 @@ class Workload:
         self._undo()
 
     def step(self) -> StepResult:
-        """Run one transaction of a randomly chosen kind."""
+        """Run one transaction of a randomly chosen kind (a trim of an over-full table first)."""
+        if self.max_rows is not None and self._over_full() is not None:
+            return self.run_transaction("trim")
         kinds, weights = zip(*TRANSACTION_KINDS, strict=True)
         kind = self.rng.choices(kinds, weights=weights)[0]
         return self.run_transaction(kind)
@@ -984,6 +1014,7 @@ class Workload:
             "mixed": self._op_mixed,
             "rollback": self._op_mixed,
             "burst": self._op_burst,
+            "trim": self._op_trim,
         }
         if kind not in operations:
             raise ValueError(f"unknown transaction kind {kind!r}; use one of {sorted(operations)}")
@@ -1105,3 +1136,84 @@ def create_demo_database(
     workload = Workload(conn, seed=seed, tables=ordered, load=False, record=record)
     workload.seed_rows(rows_per_table)
     return workload
+
+
+def small_tables(count: int, *, prefix: str = "t", schema: str = "dbo") -> tuple[TableDef, ...]:
+    """``count`` small tables ``<schema>.<prefix>0000`` ...: ``id`` (key), ``name``, ``qty``."""
+    width = max(4, len(str(count - 1)))
+    columns = (
+        ColumnDef("id", "int", nullable=False),
+        ColumnDef("name", "nvarchar(50)", hint="name"),
+        ColumnDef("qty", "int", hint="quantity"),
+    )
+    return tuple(
+        TableDef(schema, f"{prefix}{i:0{width}d}", columns, primary_key=("id",))
+        for i in range(count)
+    )
+
+
+def create_captured_tables(
+    conn: Any,
+    count: int,
+    *,
+    prefix: str = "t",
+    schema: str = "dbo",
+    rows_per_table: int = 1,
+    timings: dict[str, float] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[TableDef, ...]:
+    """Create ``count`` small CDC-enabled tables (see :func:`small_tables`) quickly.
+
+    Enables CDC and snapshot isolation on the database if needed, creates and enables every
+    table (net changes on), then inserts ``rows_per_table`` rows per table (``id`` 1, 2, ...;
+    ``qty`` = ``id``) in one transaction. Plain T-SQL: works on SQL Server too. Returns the
+    table definitions (a :class:`Workload` can run on them). ``timings``, if given, receives the
+    seconds of the ``create``, ``enable`` and ``rows`` steps, as measured by ``clock``.
+    """
+    if getattr(conn, "autocommit", True) is not True:
+        conn.autocommit = True
+    tables = small_tables(count, prefix=prefix, schema=schema)
+    cursor = conn.cursor()
+    try:
+        enabled = cursor.execute(
+            "SELECT is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID()"
+        ).fetchone()
+        if not (enabled and enabled[0]):
+            cursor.execute("EXEC sys.sp_cdc_enable_db")
+            cursor.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
+        if (
+            schema.lower() != "dbo"
+            and not cursor.execute("SELECT 1 FROM sys.schemas WHERE name = ?", (schema,)).fetchone()
+        ):
+            cursor.execute(f"CREATE SCHEMA {quote_name(schema)}")
+        steps = {
+            "create": [t.create_sql() for t in tables],
+            "enable": [t.enable_cdc_sql() for t in tables],
+        }
+        for step, statements in steps.items():
+            started = clock()
+            for sql in statements:
+                cursor.execute(sql)
+            if timings is not None:
+                timings[step] = clock() - started
+        started = clock()
+        if rows_per_table > 0:
+            cursor.execute("BEGIN TRANSACTION")
+            try:
+                for table in tables:
+                    for first in range(1, rows_per_table + 1, MAX_VALUES_ROWS):
+                        ids = range(first, min(rows_per_table, first + MAX_VALUES_ROWS - 1) + 1)
+                        values = ", ".join(f"({i}, N'row {i}', {i})" for i in ids)
+                        cursor.execute(
+                            f"INSERT INTO {table.quoted} ([id], [name], [qty]) VALUES {values}"
+                        )
+                cursor.execute("COMMIT TRANSACTION")
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    cursor.execute("ROLLBACK TRANSACTION")
+                raise
+        if timings is not None:
+            timings["rows"] = clock() - started
+    finally:
+        cursor.close()
+    return tables

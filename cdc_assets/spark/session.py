@@ -3,8 +3,16 @@
 One place decides the session's settings, so tests, the headless demo and the Dagster resource get
 the same Spark: the master URL (``local[*]`` by default, ``spark://…`` for a standalone cluster),
 few shuffle partitions (our batches are small and the default 200 costs seconds per stage), the UI
-off unless asked for, and Python workers running the same interpreter as the driver — otherwise
-executors start another Python that lacks the project's packages.
+off unless asked for, Python workers running the same interpreter as the driver — otherwise
+executors start another Python that lacks the project's packages — and Delta Lake. A Spark
+Connect server (``spark.remote: sc://host:port``) has all of that already
+(:mod:`.connect_server` starts it with the same settings): a run attaches to it in about a second
+instead of starting a Spark of its own.
+
+Delta Lake's jars are fetched by Maven when the project is installed (``scripts/install_jars.sh``)
+into ``<sys.prefix>/share/cdc_assets/jars`` and named on ``spark.jars``: nothing is downloaded when
+Spark starts. Storage on ``s3a://`` also needs hadoop-aws and the AWS SDK, kept apart in
+``.../jars-s3`` (fetched with ``CDC_ASSETS_S3_JARS=1``) and loaded only for such storage.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -26,7 +35,66 @@ DEFAULT_CONF: dict[str, str] = {
     # SQL Server ``time`` columns are Spark's TimeType (Spark 4.1+), which Parquet and Arrow
     # exchange only with this switch on.
     "spark.sql.timeType.enabled": "true",
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Delta reads a table's log with this many tasks (default 50): our logs are small, and 50
+    # tasks cost seconds per read on a few cores.
+    "spark.databricks.delta.snapshotPartitions": "4",
 }
+
+JARS_ENV = "CDC_ASSETS_JARS"  # another folder holding the jars (default: see jars_folder)
+DELTA_JARS = ("delta-spark_4.2_2.13-4.4.0.jar", "delta-storage-4.4.0.jar")
+INSTALL_COMMAND = "bash scripts/install_jars.sh (or make setup)"
+
+
+class MissingJars(RuntimeError):
+    """The Delta Lake (or S3) jars are not where the session looks for them."""
+
+
+def jars_folder() -> Path:
+    """Where scripts/install_jars.sh puts the Delta jars for this interpreter."""
+    configured = os.environ.get(JARS_ENV)
+    return Path(configured) if configured else Path(sys.prefix) / "share" / "cdc_assets" / "jars"
+
+
+def s3_jars_folder() -> Path:
+    return jars_folder().with_name(jars_folder().name + "-s3")
+
+
+def needs_s3_jars(storage_path: str | None) -> bool:
+    return bool(storage_path) and str(storage_path).startswith(("s3a://", "s3://"))
+
+
+def delta_jars(storage_path: str | None = None) -> list[str]:
+    """The jars for ``spark.jars``; :class:`MissingJars` (one line naming the fix) if absent."""
+    folder = jars_folder()
+    missing = [name for name in DELTA_JARS if not (folder / name).is_file()]
+    if missing:
+        raise MissingJars(
+            f"Delta Lake jars missing from {folder} ({', '.join(missing)}): run {INSTALL_COMMAND}"
+        )
+    jars = [str(folder / name) for name in DELTA_JARS]
+    if needs_s3_jars(storage_path):
+        s3 = s3_jars_folder()
+        found = sorted(str(p) for p in s3.glob("*.jar")) if s3.is_dir() else []
+        if not found:
+            raise MissingJars(
+                f"storage on {storage_path} needs hadoop-aws jars in {s3}: run "
+                "CDC_ASSETS_S3_JARS=1 bash scripts/install_jars.sh"
+            )
+        jars += found
+    return jars
+
+
+def session_conf(
+    conf: Mapping[str, str] | None = None, *, storage_path: str | None = None
+) -> dict[str, str]:
+    """:data:`DEFAULT_CONF`, the Delta jars (plus any ``spark.jars`` in ``conf``), then ``conf``."""
+    extra = dict(conf or {})
+    jars = delta_jars(storage_path)
+    if extra.get("spark.jars"):
+        jars.append(extra.pop("spark.jars"))
+    return {**DEFAULT_CONF, "spark.jars": ",".join(jars), **extra}
 
 
 def use_this_python_for_workers() -> None:
@@ -35,15 +103,50 @@ def use_this_python_for_workers() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+def session_options(
+    *,
+    master: str = "local[*]",
+    remote: str | None = None,
+    app_name: str = "cdc_assets",
+    conf: Mapping[str, str] | None = None,
+    storage_path: str | None = None,
+) -> dict[str, str]:
+    """The builder options: :func:`session_conf` with the master, or ``spark.remote`` for a
+    Spark Connect server, which has its own master, jars and static settings: the client sets
+    only the ``spark.sql.*`` ones (PySpark skips those that are static)."""
+    if remote is not None:
+        options = {**DEFAULT_CONF, **(conf or {})}
+        runtime = {k: v for k, v in options.items() if k.startswith("spark.sql.")}
+        return {"spark.remote": remote, "spark.app.name": app_name, **runtime}
+    options = session_conf(conf, storage_path=storage_path)
+    return {"spark.master": master, "spark.app.name": app_name, **options}
+
+
 def build_spark_session(
     *,
     master: str = "local[*]",
+    remote: str | None = None,
     app_name: str = "cdc_assets",
     conf: Mapping[str, str] | None = None,
+    storage_path: str | None = None,
 ) -> SparkSession:
-    """The active session for ``master``, created with :data:`DEFAULT_CONF` and ``conf``."""
+    """The active session for ``master`` (or the Spark Connect server ``remote``), created with
+    :func:`session_options`."""
     use_this_python_for_workers()
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    builder = SparkSession.builder
+    options = session_options(
+        master=master, remote=remote, app_name=app_name, conf=conf, storage_path=storage_path
+    )
+    for key, value in options.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def write_parallelism(spark: SparkSession) -> int:
+    """How many files a small write should produce: ``spark.default.parallelism`` when set,
+    else the shuffle partitions. Read from the session's conf, so it works over Spark Connect
+    too (``spark.sparkContext`` does not exist there)."""
+    value = spark.conf.get("spark.default.parallelism", None) or spark.conf.get(
+        "spark.sql.shuffle.partitions", "1"
+    )
+    return max(1, int(value or 1))

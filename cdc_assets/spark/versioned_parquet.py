@@ -60,7 +60,7 @@ def write_version(df: DataFrame, location: Path) -> Path:
     location.mkdir(parents=True, exist_ok=True)
     name = f"{VERSION_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
     version = location / name
-    df.write.mode("errorifexists").parquet(str(version))
+    df.write.mode("error").parquet(str(version))  # "errorifexists" is refused over Connect
     return version
 
 

@@ -13,8 +13,22 @@ One module per concern, each with its T-SQL as constants next to the function th
 - :mod:`.errors`, :mod:`.quoting`, :mod:`.dbapi` — errors, identifier quoting, DB-API plumbing
 """
 
-from .catalog import CaptureInstance, Column, DatabaseInfo, SourceTable, database_info, discover
-from .changes import count_changes, read_changes, read_function_changes
+from .catalog import (
+    CaptureInstance,
+    Column,
+    DatabaseInfo,
+    SourceTable,
+    database_info,
+    discover,
+    table_exists,
+)
+from .changes import (
+    changed_lsns,
+    count_change_rows,
+    count_changes,
+    read_changes,
+    read_function_changes,
+)
 from .connection import (
     ConnectionFactory,
     DsnSettings,
@@ -36,9 +50,20 @@ from .errors import (
     SqlServerError,
     translate_dbapi_error,
 )
-from .health import CaptureHealth, capture_health
+from .health import (
+    CaptureHealth,
+    CdcJob,
+    LogScan,
+    capture_health,
+    get_cdc_jobs,
+    get_job_running,
+    get_last_scan,
+    get_server_time,
+    set_cleanup_retention,
+)
 from .lsn_queries import (
     decrement_lsn,
+    find_max_lsn,
     get_max_lsn,
     get_min_lsn,
     increment_lsn,
@@ -46,13 +71,21 @@ from .lsn_queries import (
     map_time_to_lsn,
     wait_for_max_lsn,
 )
-from .ranges import RangeStats, plan_next_range, range_stats
+from .ranges import (
+    RangeStats,
+    committed_before,
+    last_transaction_lsn,
+    plan_next_range,
+    range_stats,
+    transaction_commits,
+)
 from .snapshot import (
     ExactSnapshot,
     KeyRange,
     SnapshotRead,
     SnapshotResult,
     begin_exact_snapshot,
+    count_rows,
     snapshot_table,
 )
 
@@ -61,6 +94,7 @@ __all__ = [
     "CaptureInstance",
     "CaptureInstanceNotFound",
     "CaptureNotReady",
+    "CdcJob",
     "CdcNotEnabled",
     "Column",
     "ConnectionFactory",
@@ -71,6 +105,7 @@ __all__ = [
     "KeyRange",
     "KeylessTableNeedsSnapshotIsolation",
     "LockTimeout",
+    "LogScan",
     "LoginFailed",
     "LsnNotAvailable",
     "OdbcSettings",
@@ -84,21 +119,34 @@ __all__ = [
     "SqlServerError",
     "begin_exact_snapshot",
     "capture_health",
+    "changed_lsns",
+    "committed_before",
     "connection_factory",
+    "count_change_rows",
     "count_changes",
+    "count_rows",
     "database_info",
     "decrement_lsn",
     "discover",
+    "find_max_lsn",
+    "get_cdc_jobs",
+    "get_job_running",
+    "get_last_scan",
     "get_max_lsn",
     "get_min_lsn",
+    "get_server_time",
     "increment_lsn",
+    "last_transaction_lsn",
     "map_lsn_to_time",
     "map_time_to_lsn",
     "plan_next_range",
     "range_stats",
     "read_changes",
     "read_function_changes",
+    "set_cleanup_retention",
     "snapshot_table",
+    "table_exists",
+    "transaction_commits",
     "translate_dbapi_error",
     "wait_for_max_lsn",
 ]

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pyarrow as pa
+
+from .dbapi import DbapiCursor, translating
 
 __all__ = [
     "COMMIT_TIME",
@@ -34,6 +36,7 @@ __all__ = [
     "arrow_mapping",
     "arrow_schema",
     "datetimeoffset_from_odbc",
+    "read_record_batches",
     "rows_to_record_batch",
 ]
 
@@ -223,3 +226,19 @@ def rows_to_record_batch(
         data = [convert(v) for v in values] if convert is not None else values
         arrays.append(pa.array(data, type=schema_field.type, from_pandas=False))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def read_record_batches(
+    cursor: DbapiCursor, schema: ArrowSchema, batch_rows: int, **context: Any
+) -> Iterator[pa.RecordBatch]:
+    """The rows of an executed ``cursor`` as record batches of at most ``batch_rows`` rows
+    (``fetchmany``; driver errors translated with ``context``); closes the cursor."""
+    try:
+        while True:
+            with translating(**context):
+                rows = cursor.fetchmany(batch_rows)
+            if not rows:
+                break
+            yield rows_to_record_batch(rows, schema.schema, schema.converters)
+    finally:
+        cursor.close()

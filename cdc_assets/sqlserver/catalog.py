@@ -31,7 +31,7 @@ from typing import Any
 
 from cdc_assets.lsn import Lsn
 
-from .dbapi import DbapiConnection, fetch_all
+from .dbapi import DbapiConnection, fetch_all, fetch_value
 from .errors import CdcNotEnabled
 from .quoting import change_table, quote_table, validate_identifier
 
@@ -43,6 +43,7 @@ __all__ = [
     "database_info",
     "discover",
     "get_source_columns",
+    "table_exists",
 ]
 
 
@@ -239,3 +240,11 @@ def get_source_columns(conn: DbapiConnection, schema: str, table: str) -> tuple[
     """The source table's current columns (empty when the table does not exist)."""
     rows = fetch_all(conn, SOURCE_COLUMNS_QUERY, quote_table(schema, table))
     return tuple(_column(row) for row in rows)
+
+
+# https://learn.microsoft.com/en-us/sql/t-sql/functions/object-id-transact-sql
+OBJECT_ID_QUERY = "SELECT OBJECT_ID(?)"
+
+
+def table_exists(conn: DbapiConnection, schema: str, table: str) -> bool:
+    return fetch_value(conn, OBJECT_ID_QUERY, quote_table(schema, table)) is not None

@@ -32,18 +32,26 @@ import pyarrow as pa
 
 from cdc_assets.lsn import Lsn, LsnRange
 
-from .arrow_types import COMMIT_TIME, METADATA_FIELDS, ArrowSchema, arrow_schema
-from .arrow_types import rows_to_record_batch as _to_batch
+from .arrow_types import (
+    COMMIT_TIME,
+    METADATA_FIELDS,
+    ArrowSchema,
+    arrow_schema,
+    read_record_batches,
+)
 from .catalog import CaptureInstance
-from .dbapi import DbapiConnection, execute, fetch_all, translating
+from .dbapi import DbapiConnection, execute, fetch_all, fetch_value
 from .errors import LsnNotAvailable
 from .lsn_queries import get_max_lsn, get_min_lsn
-from .quoting import query_function, quote_name
+from .quoting import change_table, query_function, quote_name
+from .snapshot import COUNT_ROWS_QUERY
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
     "change_schema",
+    "changed_lsns",
     "check_range_available",
+    "count_change_rows",
     "count_changes",
     "read_changes",
     "read_function_changes",
@@ -118,15 +126,7 @@ def read_changes(
     cursor = execute(
         conn, change_rows_query(instance), lsn_range.lo.raw, lsn_range.hi.raw, **context
     )
-    try:
-        while True:
-            with translating(**context):
-                rows = cursor.fetchmany(batch_rows)
-            if not rows:
-                break
-            yield _to_batch(rows, schema.schema, schema.converters)
-    finally:
-        cursor.close()
+    yield from read_record_batches(cursor, schema, batch_rows, **context)
     minimum = get_min_lsn(conn, instance.name)
     if minimum > lsn_range.first:
         raise LsnNotAvailable(
@@ -160,6 +160,20 @@ def count_changes(
         lsn_range.hi.raw,
     )
     return {int(op): int(n) for op, n in sorted(rows)}
+
+
+def count_change_rows(conn: DbapiConnection, capture_instance: str) -> int:
+    """All rows in the change table of ``capture_instance`` (every LSN cleanup has left)."""
+    return int(fetch_value(conn, COUNT_ROWS_QUERY.format(table=change_table(capture_instance))))
+
+
+CHANGE_LSNS_QUERY = "SELECT DISTINCT [__$start_lsn] FROM {change_table}"
+
+
+def changed_lsns(conn: DbapiConnection, capture_instance: str) -> set[Lsn]:
+    """The commit LSNs of the transactions that have change rows of ``capture_instance``."""
+    rows = fetch_all(conn, CHANGE_LSNS_QUERY.format(change_table=change_table(capture_instance)))
+    return {Lsn.from_bytes(lsn) for (lsn,) in rows}
 
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-functions/cdc-fn-cdc-get-all-changes-capture-instance-transact-sql
@@ -208,15 +222,9 @@ def read_function_changes(
     metadata = {f.name: f for f in METADATA_FIELDS}
     prefix = [metadata[n] for n in names if n.startswith("__$")]
     schema = arrow_schema(instance.columns, prefix=prefix, all_nullable=True)
-    try:
-        while True:
-            with translating(capture_instance=instance.name, requested=lsn_range):
-                rows = cursor.fetchmany(batch_rows)
-            if not rows:
-                break
-            yield _to_batch(rows, schema.schema, schema.converters)
-    finally:
-        cursor.close()
+    yield from read_record_batches(
+        cursor, schema, batch_rows, capture_instance=instance.name, requested=lsn_range
+    )
 
 
 def _with_interval(conn: DbapiConnection, instance: str, lsn_range: LsnRange) -> LsnNotAvailable:

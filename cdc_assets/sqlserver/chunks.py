@@ -11,13 +11,11 @@ https://learn.microsoft.com/en-us/sql/t-sql/functions/row-number-transact-sql
 from __future__ import annotations
 
 from .catalog import CaptureInstance
-from .dbapi import DbapiConnection, fetch_all, fetch_value
+from .dbapi import DbapiConnection, fetch_all
 from .quoting import quote_name, quote_table
-from .snapshot import KeyRange
+from .snapshot import KeyRange, count_rows
 
 __all__ = ["plan_key_ranges"]
-
-COUNT_ROWS_QUERY = "SELECT COUNT_BIG(*) FROM {table}"
 
 # Every n-th key in key order but the last row's (no empty last chunk), e.g. for key (a, b):
 # SELECT [a], [b] FROM (SELECT [a], [b], ROW_NUMBER() OVER (ORDER BY [a], [b]) AS rn
@@ -37,11 +35,11 @@ def plan_key_ranges(
     keys = instance.key_columns
     if not keys:
         return [KeyRange()]
-    table = quote_table(instance.source_schema, instance.source_table)
-    rows = int(fetch_value(conn, COUNT_ROWS_QUERY.format(table=table)) or 0)
+    rows = count_rows(conn, instance.source_schema, instance.source_table)
     if rows <= chunk_rows:
         return [KeyRange()]
     key_list = ", ".join(quote_name(k) for k in keys)
+    table = quote_table(instance.source_schema, instance.source_table)
     bounds = [
         tuple(row)
         for row in fetch_all(

@@ -343,6 +343,15 @@ class EmulatorConnectionFactory:
     def connect(self, *, autocommit: bool = True) -> DbapiConnection:
         from cdc_assets import emulator
 
+        path = Path(self.settings.path)
+        if not path.is_file():
+            # emulator.connect would create an empty database there (CREATE DATABASE): never as
+            # a side effect of reading a source.
+            raise SourceUnreachable(
+                f"The emulated source {path} does not exist.",
+                hint=f"Create it with 'make demo' (the demo's .demo/source.db) or "
+                f"'cdc-assets emulator create {path}'.",
+            )
         try:
             conn: DbapiConnection = emulator.connect(
                 str(self.settings.path), autocommit=autocommit, timeout=self.settings.timeout

@@ -21,6 +21,7 @@ from .errors import CaptureInstanceNotFound, CaptureNotReady
 
 __all__ = [
     "decrement_lsn",
+    "find_max_lsn",
     "get_max_lsn",
     "get_min_lsn",
     "increment_lsn",
@@ -45,6 +46,12 @@ def get_max_lsn(conn: DbapiConnection) -> Lsn:
             "sys.fn_cdc_get_max_lsn() is NULL: the capture job has not processed any change yet."
         )
     return Lsn.from_bytes(value)
+
+
+def find_max_lsn(conn: DbapiConnection) -> Lsn | None:
+    """:func:`get_max_lsn`, or None while capture has not processed anything yet."""
+    value = fetch_value(conn, MAX_LSN_QUERY)
+    return None if value is None else Lsn.from_bytes(value)
 
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-functions/sys-fn-cdc-get-min-lsn-transact-sql

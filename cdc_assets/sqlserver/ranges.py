@@ -19,9 +19,17 @@ from dataclasses import dataclass
 from cdc_assets.lsn import Lsn, LsnRange
 
 from .dbapi import DbapiConnection, fetch_all, fetch_value
-from .lsn_queries import get_max_lsn
+from .health import get_server_time
+from .lsn_queries import get_max_lsn, map_time_to_lsn
 
-__all__ = ["RangeStats", "plan_next_range", "range_stats"]
+__all__ = [
+    "RangeStats",
+    "committed_before",
+    "last_transaction_lsn",
+    "plan_next_range",
+    "range_stats",
+    "transaction_commits",
+]
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-lsn-time-mapping-transact-sql
 NTH_TRANSACTION_QUERY = """
@@ -71,3 +79,34 @@ def range_stats(conn: DbapiConnection, lsn_range: LsnRange) -> RangeStats:
     """Transactions and commit-time span of ``(lo, hi]`` (0 transactions: an empty range)."""
     ((count, first, last),) = fetch_all(conn, RANGE_STATS_QUERY, lsn_range.lo.raw, lsn_range.hi.raw)
     return RangeStats(int(count), first, last)
+
+
+# Rows with tran_id 0x00 mark the capture job's scan progress, not transactions.
+LAST_TRANSACTION_QUERY = "SELECT MAX(start_lsn) FROM cdc.lsn_time_mapping WHERE tran_id <> 0x00"
+
+
+def last_transaction_lsn(conn: DbapiConnection) -> Lsn | None:
+    """The commit LSN of the newest captured transaction; None before the first one."""
+    value = fetch_value(conn, LAST_TRANSACTION_QUERY)
+    return None if value is None else Lsn.from_bytes(value)
+
+
+COMMITS_QUERY = """
+SELECT start_lsn, tran_end_time FROM cdc.lsn_time_mapping
+WHERE start_lsn > ? AND tran_id <> 0x00 ORDER BY start_lsn
+"""
+
+
+def transaction_commits(conn: DbapiConnection, after: Lsn) -> list[tuple[Lsn, dt.datetime]]:
+    """Commit LSN and commit time (server local time) of every captured transaction above
+    ``after``, in LSN order."""
+    return [(Lsn.from_bytes(lsn), when) for lsn, when in fetch_all(conn, COMMITS_QUERY, after.raw)]
+
+
+def committed_before(conn: DbapiConnection, seconds: float) -> Lsn | None:
+    """The commit LSN of the last transaction committed at least ``seconds`` ago by the server's
+    clock (so the two clocks need not agree); None when there is none. Two queries."""
+    now = get_server_time(conn)
+    if now is None:
+        return None
+    return map_time_to_lsn(conn, now - dt.timedelta(seconds=seconds))

@@ -47,10 +47,10 @@ import pyarrow as pa
 
 from cdc_assets.lsn import Lsn
 
-from .arrow_types import ArrowSchema, arrow_schema, rows_to_record_batch
+from .arrow_types import ArrowSchema, arrow_schema, read_record_batches
 from .catalog import CaptureInstance, database_info
 from .connection import ConnectionFactory
-from .dbapi import DbapiConnection, execute, fetch_value, translating
+from .dbapi import DbapiConnection, execute, fetch_value
 from .errors import KeylessTableNeedsSnapshotIsolation, SnapshotIsolationNotAllowed, SqlServerError
 from .lsn_queries import get_max_lsn
 from .quoting import quote_name, quote_table
@@ -64,6 +64,7 @@ __all__ = [
     "SnapshotResult",
     "begin_exact_snapshot",
     "choose_mode",
+    "count_rows",
     "read_rows",
     "snapshot_schema",
     "snapshot_table",
@@ -72,6 +73,15 @@ __all__ = [
 SnapshotMode = Literal["exact", "fuzzy"]
 DEFAULT_LOCK_TIMEOUT_MS = 30_000
 DEFAULT_BATCH_ROWS = 10_000
+
+# https://learn.microsoft.com/en-us/sql/t-sql/functions/count-big-transact-sql
+COUNT_ROWS_QUERY = "SELECT COUNT_BIG(*) FROM {table}"
+
+
+def count_rows(conn: DbapiConnection, schema: str, table: str) -> int:
+    """The rows of ``[schema].[table]`` as this connection sees them (inside an exact snapshot:
+    at its LSN)."""
+    return int(fetch_value(conn, COUNT_ROWS_QUERY.format(table=quote_table(schema, table))) or 0)
 
 
 @dataclass(frozen=True)
@@ -167,15 +177,7 @@ def read_rows(
     schema = snapshot_schema(instance)
     sql, params = rows_query(instance, key_range)
     cursor = execute(conn, sql, *params)
-    try:
-        while True:
-            with translating():
-                rows = cursor.fetchmany(batch_rows)
-            if not rows:
-                break
-            yield rows_to_record_batch(rows, schema.schema, schema.converters)
-    finally:
-        cursor.close()
+    yield from read_record_batches(cursor, schema, batch_rows)
 
 
 # -- exact snapshot ---------------------------------------------------------------------------

@@ -96,7 +96,58 @@ def test_validate_names_the_bad_field(demo_config: Path, tmp_path: Path) -> None
     result = _validate(bad, tmp_path / "dagster_home")
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
-    assert "sources.0.snapshot.mode" in output, output
+    assert "source 'demo': snapshot.mode" in output, output
+
+
+def test_load_errors_are_one_line_from_the_ui_and_the_cli(tmp_path: Path) -> None:
+    """A misspelt setting and a missing emulated source: the code location's load error and
+    ``cdc-assets check`` show the same one line, and loading creates no database."""
+    missing = tmp_path / "gone" / "source.db"
+    missing.parent.mkdir()
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(
+        "sources:\n  - name: shop\n    connection: {emulator: {path: gone/source.db}}\n"
+        "    sync: {sensor_intervall_seconds: 5}\nstorage: {base_path: st}\n",
+        encoding="utf-8",
+    )
+    absent = tmp_path / "absent.yaml"
+    absent.write_text(typo.read_text().replace("    sync: {sensor_intervall_seconds: 5}\n", ""))
+    expected = {
+        typo: f"{typo} is not a valid cdc_assets configuration: source 'shop': "
+        "sync.sensor_intervall_seconds: unknown setting; did you mean 'sensor_interval_seconds'?",
+        absent: f"{absent}: source 'shop': The emulated source {missing} does not exist. Hint: "
+        f"Create it with 'make demo' (the demo's .demo/source.db) or "
+        f"'cdc-assets emulator create {missing}'.",
+    }
+    for config, line in expected.items():
+        result = _validate(config, tmp_path / "dagster_home")
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output
+        assert f"CodeLocationError: {line}\n" in output, output
+        assert "sqlite3" not in output, output
+        cli = subprocess.run(
+            [str(DAGSTER.parent / "cdc-assets"), "check", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert (cli.returncode, cli.stdout, cli.stderr) == (2, "", f"cdc-assets: error: {line}\n")
+    assert not missing.exists()
+
+
+def test_check_command_lists_the_tables(demo_config: Path) -> None:
+    cli = subprocess.run(
+        [str(DAGSTER.parent / "cdc-assets"), "check", str(demo_config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.startswith(f"{demo_config}: ok; source 'demo': 5 tables (dbo.customers"), (
+        cli.stdout
+    )
 
 
 def test_definitions_per_demo_table(demo_config: Path) -> None:
@@ -116,7 +167,12 @@ def test_definitions_per_demo_table(demo_config: Path) -> None:
     assert set(graph.get_all_asset_keys()) == expected
     # "order lines" is not a valid key part: it becomes order_lines_<short hash>.
     assert re.fullmatch(r"order_lines_[0-9a-f]{6}", key_part("order lines"))
-    assert AssetKey(["cdc", SOURCE, "dbo", key_part("order lines")]) in expected
+    assert AssetKey(["cdc", SOURCE, "dbo", f"{key_part('order lines')}_changes"]) in expected
+    # The three stages of a table read differently by their last key part (the box title in
+    # the lineage graph, the name in the catalog).
+    assert AssetKey(["mirror", SOURCE, "dbo", "orders_mirror"]) in expected
+    titles = [k.path[-1] for k in expected if k.path[-1].startswith("orders")]
+    assert sorted(titles) == ["orders", "orders_changes", "orders_mirror"], titles
     assert AssetKey(["sqlserver", SOURCE, "dbo", "customers"]) in expected
 
     for schema, name in tables:
@@ -128,9 +184,17 @@ def test_definitions_per_demo_table(demo_config: Path) -> None:
         assert checks == {"at_chain_end", "reconcile"}, mirror.to_user_string()
 
     job = defs.resolve_job_def(sync_job_name(SOURCE))
-    # The sync job runs the change logs (with their blocking checks) and the mirrors; the
-    # mirror and capture checks run on demand.
-    assert {n.name for n in job.graph.nodes} == {f"{SOURCE}_change_logs", f"{SOURCE}_mirrors"}
+    # The sync job runs the change logs (with their blocking checks), the mirrors, and the
+    # cheap checks (at_chain_end, capture_health); reconcile runs in the scheduled health job.
+    assert {n.name for n in job.graph.nodes} == {
+        f"{SOURCE}_change_logs",
+        f"{SOURCE}_mirrors",
+        f"{SOURCE}_mirror_checks",
+        f"{SOURCE}_capture_health",
+    }
+    in_sync = {(k.asset_key.path[0], k.name) for k in job.asset_layer.asset_graph.asset_check_keys}
+    assert ("mirror", "reconcile") not in in_sync
+    assert {("mirror", "at_chain_end"), ("cdc", "capture_health")} <= in_sync
     assert job.name == "demo_sync"
     sensor = defs.resolve_sensor_def(sensor_name(SOURCE))
     assert sensor.name == "demo_sync_sensor"

@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from dagster import DagsterInstance, RunsFilter
+from dagster._core.instance.ref import InstanceRef
 from pyspark.sql import SparkSession
 
 from cdc_assets.dagster.headless_demo import run_headless_demo
+from cdc_assets.dagster.run_lines import describe_run
 
 
 def test_headless_demo_ends_equal(tmp_path: Path, spark: SparkSession) -> None:
@@ -20,3 +23,18 @@ def test_headless_demo_ends_equal(tmp_path: Path, spark: SparkSession) -> None:
     runs = [line for line in lines if re.match(r"run \d+: [0-9a-f]{20}-[0-9a-f]{20} ok", line)]
     assert runs, f"no range was synced: {lines}"
     assert not any("FAILED" in line for line in lines), lines
+
+    # What `make demo` prints per run (cdc_assets.dagster.run_lines), read back from the
+    # demo's instance: partition, tables changed, rows, duration, the newest commit.
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "demo/dagster_home"))) as i:
+        described = [
+            describe_run(i, r.dagster_run.run_id) for r in reversed(i.get_run_records(RunsFilter()))
+        ]
+    texts = [line.text() for line, _checks in described]
+    assert re.fullmatch(r"run snapshot: 5 of 5 tables changed, [\d,]+ rows, \d+ s", texts[0]), texts
+    newest = (
+        r"run [0-9a-f]{20}-[0-9a-f]{20}: [1-5] of 5 tables changed, [\d,]+ rows, \d+ s, "
+        r"newest commit at \d\d:\d\d:\d\d \d+ s old"
+    )
+    assert any(re.fullmatch(newest, t) for t in texts[1:]), texts
+    assert all(not checks for _line, checks in described), described

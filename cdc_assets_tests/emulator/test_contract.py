@@ -1,5 +1,6 @@
-# ruff: noqa: E501 - the statements are copied verbatim from CONTRACT.md
-"""Every statement of CONTRACT.md, verbatim, returns what pyodbc would return from SQL Server."""
+# ruff: noqa: E501 - the setup statements are copied verbatim from CONTRACT.md
+"""Every statement of CONTRACT.md, as the SQL Server layer sends it, returns what pyodbc would
+return from SQL Server."""
 
 from __future__ import annotations
 
@@ -12,78 +13,37 @@ import pytest
 
 from cdc_assets import emulator
 from cdc_assets.emulator import Connection
+from cdc_assets.sqlserver import catalog, changes, discover, health, lsn_queries, ranges, snapshot
+from cdc_assets.sqlserver.quoting import query_function, quote_table
 
-MAX_LSN = "SELECT sys.fn_cdc_get_max_lsn()"
-MIN_LSN = "SELECT sys.fn_cdc_get_min_lsn(?)"
-INCREMENT = "SELECT sys.fn_cdc_increment_lsn(?)"
-DECREMENT = "SELECT sys.fn_cdc_decrement_lsn(?)"
-LSN_TO_TIME = "SELECT sys.fn_cdc_map_lsn_to_time(?)"
-TIME_TO_LSN = "SELECT sys.fn_cdc_map_time_to_lsn(N'largest less than or equal', ?)"
-DATABASE = (
-    "SELECT name, is_cdc_enabled, snapshot_isolation_state_desc FROM sys.databases "
-    "WHERE database_id = DB_ID()"
+# The statements the SQL Server layer sends, imported so this test checks what the product sends.
+MAX_LSN = lsn_queries.MAX_LSN_QUERY
+MIN_LSN = lsn_queries.MIN_LSN_QUERY
+INCREMENT = lsn_queries.INCREMENT_LSN_QUERY
+DECREMENT = lsn_queries.DECREMENT_LSN_QUERY
+LSN_TO_TIME = lsn_queries.LSN_TO_TIME_QUERY
+TIME_TO_LSN = lsn_queries.TIME_TO_LSN_QUERY
+DATABASE = catalog.DATABASE_QUERY
+CAPTURE_INSTANCES = catalog.CAPTURE_INSTANCES_QUERY
+CAPTURED_COLUMNS = catalog.CAPTURED_COLUMNS_QUERY
+INDEX_COLUMNS = catalog.KEY_COLUMNS_QUERY
+SOURCE_COLUMNS = catalog.SOURCE_COLUMNS_QUERY
+NTH_TRANSACTION = ranges.NTH_TRANSACTION_QUERY
+RANGE_STATS = ranges.RANGE_STATS_QUERY
+LAST_TRANSACTION = ranges.LAST_TRANSACTION_QUERY
+ALL_CHANGES = changes.ALL_CHANGES_QUERY.format(
+    function=query_function("all", "dbo_orders"), row_filter="all"
 )
-CAPTURE_INSTANCES = """
-SELECT ct.capture_instance, s.name AS source_schema, t.name AS source_table, ct.object_id,
-       ct.source_object_id, ct.start_lsn, ct.supports_net_changes, ct.create_date, ct.index_name
-FROM cdc.change_tables AS ct
-JOIN sys.tables AS t ON t.object_id = ct.source_object_id
-JOIN sys.schemas AS s ON s.schema_id = t.schema_id
-ORDER BY s.name, t.name, ct.create_date
-"""
-CAPTURED_COLUMNS = """
-SELECT ct.capture_instance, cc.column_name, cc.column_ordinal, ty.name AS type_name,
-       c.max_length, c.precision, c.scale, c.is_nullable
-FROM cdc.captured_columns AS cc
-JOIN cdc.change_tables AS ct ON ct.object_id = cc.object_id
-JOIN sys.columns AS c ON c.object_id = ct.object_id AND c.name = cc.column_name
-JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id
-ORDER BY ct.capture_instance, cc.column_ordinal
-"""
-INDEX_COLUMNS = """
-SELECT ct.capture_instance, ic.column_name, ic.index_ordinal
-FROM cdc.index_columns AS ic JOIN cdc.change_tables AS ct ON ct.object_id = ic.object_id
-ORDER BY ct.capture_instance, ic.index_ordinal
-"""
-SOURCE_COLUMNS = """
-SELECT c.name, c.column_id, ty.name AS type_name, c.max_length, c.precision, c.scale, c.is_nullable
-FROM sys.columns AS c JOIN sys.types AS ty ON ty.user_type_id = c.user_type_id
-WHERE c.object_id = OBJECT_ID(?) ORDER BY c.column_id
-"""
-NTH_TRANSACTION = """
-SELECT start_lsn FROM cdc.lsn_time_mapping WHERE start_lsn > ? AND start_lsn <= ?
-ORDER BY start_lsn OFFSET ? ROWS FETCH NEXT 1 ROWS ONLY
-"""
-RANGE_STATS = """
-SELECT COUNT(*) AS n, MIN(tran_end_time) AS first_commit, MAX(tran_end_time) AS last_commit
-FROM cdc.lsn_time_mapping WHERE start_lsn > ? AND start_lsn <= ?
-"""
-CHANGE_ROWS = """
-SELECT ct.[__$start_lsn], ct.[__$command_id], ct.[__$seqval], ct.[__$operation], ct.[__$update_mask],
-       ct.[id], ct.[name], m.tran_end_time
-FROM [cdc].[dbo_orders_CT] AS ct
-LEFT JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = ct.[__$start_lsn]
-WHERE ct.[__$start_lsn] > ? AND ct.[__$start_lsn] <= ?
-ORDER BY ct.[__$start_lsn], ct.[__$command_id], ct.[__$seqval], ct.[__$operation]
-"""
-ALL_CHANGES = "SELECT * FROM cdc.fn_cdc_get_all_changes_dbo_orders(?, ?, N'all')"
-ALL_CHANGES_OLD = "SELECT * FROM cdc.fn_cdc_get_all_changes_dbo_orders(?, ?, N'all update old')"
-NET_CHANGES = "SELECT * FROM cdc.fn_cdc_get_net_changes_dbo_orders(?, ?, N'all')"
-JOBS = """
-SELECT job_type, maxtrans, maxscans, continuous, pollinginterval, retention, threshold
-FROM msdb.dbo.cdc_jobs WHERE database_id = DB_ID()
-"""
-SCAN_SESSION = """
-SELECT TOP (1) session_id, start_time, end_time, tran_count, command_count, latency, last_commit_lsn,
-       last_commit_time, error_count
-FROM sys.dm_cdc_log_scan_sessions ORDER BY session_id DESC
-"""
-SNAPSHOT_LSN = """
-SELECT dt.database_transaction_begin_lsn
-FROM sys.dm_tran_database_transactions AS dt
-JOIN sys.dm_tran_current_transaction AS cur ON cur.transaction_id = dt.transaction_id
-WHERE dt.database_id = DB_ID()
-"""
+ALL_CHANGES_OLD = changes.ALL_CHANGES_QUERY.format(
+    function=query_function("all", "dbo_orders"), row_filter="all update old"
+)
+NET_CHANGES = changes.ALL_CHANGES_QUERY.format(
+    function=query_function("net", "dbo_orders"), row_filter="all"
+)
+JOBS = health.JOBS_QUERY
+SCAN_SESSION = health.LAST_SCAN_QUERY
+JOB_ACTIVITY = health.JOB_ACTIVITY_QUERY
+SNAPSHOT_LSN = snapshot.SNAPSHOT_LSN_QUERY
 
 SETUP = [
     "CREATE TABLE [dbo].[orders] ([id] int NOT NULL, [name] nvarchar(40) NULL, [amount] decimal(12,2) NULL, CONSTRAINT [pk_orders] PRIMARY KEY ([id]))",
@@ -162,7 +122,9 @@ def test_range_queries(source: Connection) -> None:
     assert lsns[2][0] == high
     n, first, last = source.execute(RANGE_STATS, low, high).fetchone()
     assert n == 3 and isinstance(first, dt.datetime) and first <= last
-    rows = source.execute(CHANGE_ROWS, low, high).fetchall()
+    assert source.execute(LAST_TRANSACTION).fetchone()[0] == high
+    change_rows = changes.change_rows_query(discover(source)[("dbo", "orders")].instances[0])
+    rows = source.execute(change_rows, low, high).fetchall()
     assert [(r[1], r[3], r[5], r[6]) for r in rows] == [
         (1, 2, 1, "a"),
         (1, 2, 2, "b"),
@@ -170,8 +132,8 @@ def test_range_queries(source: Connection) -> None:
         (1, 4, 2, "bb"),
         (1, 1, 1, "a"),
     ]
-    assert all(isinstance(r[7], dt.datetime) for r in rows)
-    assert [d[1] for d in source.execute(CHANGE_ROWS, low, high).description] == [
+    assert all(isinstance(r[8], dt.datetime) for r in rows)
+    assert [d[1] for d in source.execute(change_rows, low, high).description] == [
         bytes,
         int,
         bytes,
@@ -179,6 +141,7 @@ def test_range_queries(source: Connection) -> None:
         bytes,
         int,
         str,
+        Decimal,
         dt.datetime,
     ]
 
@@ -207,22 +170,25 @@ def test_health(source: Connection, db_path: Path) -> None:
     session = source.execute(SCAN_SESSION).fetchone()
     assert session.tran_count == 1 and session.command_count == 1
     assert isinstance(session.last_commit_lsn, str) and session.last_commit_lsn.count(":") == 2
+    assert source.execute(JOB_ACTIVITY, "capture").fetchone()[1] is None  # started
+    source.execute("EXEC sys.sp_cdc_stop_job @job_type = N'capture'")
+    assert isinstance(source.execute(JOB_ACTIVITY, "capture").fetchone()[1], dt.datetime)
 
 
 def test_snapshot_statements(source: Connection, connect: Callable[..., Connection]) -> None:
     a, b = connect(), connect()
-    a.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-    a.execute("BEGIN TRANSACTION")
-    a.execute("SELECT TOP (0) 1 AS locked FROM [dbo].[orders] WITH (TABLOCKX, HOLDLOCK)")
-    b.execute("SET TRANSACTION ISOLATION LEVEL SNAPSHOT")
-    b.execute("BEGIN TRANSACTION")
-    b.execute("SELECT TOP (1) object_id FROM cdc.change_tables")
-    b.execute("SAVE TRANSACTION cdc_assets_snapshot")
+    a.execute(snapshot.READ_COMMITTED_STATEMENT)
+    a.execute(snapshot.BEGIN_STATEMENT)
+    a.execute(snapshot.LOCK_TABLE_QUERY.format(table=quote_table("dbo", "orders")))
+    b.execute(snapshot.SNAPSHOT_ISOLATION_STATEMENT)
+    b.execute(snapshot.BEGIN_STATEMENT)
+    b.execute(snapshot.FIX_VERSION_QUERY)
+    b.execute(snapshot.SAVEPOINT_STATEMENT)
     (lsn,) = b.execute(SNAPSHOT_LSN).fetchone()
-    a.execute("ROLLBACK TRANSACTION")
+    a.execute(snapshot.ROLLBACK_STATEMENT)
     rows = b.execute("SELECT [id], [name] FROM [dbo].[orders] ORDER BY [id]").fetchall()
-    b.execute("COMMIT TRANSACTION")
-    b.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    b.execute(snapshot.COMMIT_STATEMENT)
+    b.execute(snapshot.READ_COMMITTED_STATEMENT)
     assert isinstance(lsn, Decimal) and lsn == lsn.to_integral_value()
     assert [tuple(r) for r in rows] == [(2, "bb")]
 

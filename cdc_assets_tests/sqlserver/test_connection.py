@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from cdc_assets import emulator
 from cdc_assets.sqlserver.arrow_types import arrow_mapping
 from cdc_assets.sqlserver.connection import (
     DsnSettings,
@@ -135,7 +136,13 @@ def test_factories_dispatch_and_pickle(tmp_path: Path) -> None:
 
 
 def test_emulator_factory_connects(tmp_path: Path) -> None:
-    conn = EmulatorConnectionFactory(EmulatorSettings(path=tmp_path / "e.db")).connect()
+    missing = tmp_path / "e.db"
+    # A path that does not exist is an error that says how to create it, not a new empty file.
+    with pytest.raises(SourceUnreachable, match=r"does not exist.*cdc-assets emulator create"):
+        EmulatorConnectionFactory(EmulatorSettings(path=missing)).connect()
+    assert not missing.exists()
+    emulator.connect(str(missing)).close()
+    conn = EmulatorConnectionFactory(EmulatorSettings(path=missing)).connect()
     try:
         assert conn.autocommit is True
         assert conn.cursor().execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0] is None

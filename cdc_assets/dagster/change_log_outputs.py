@@ -1,0 +1,180 @@
+"""What one change-log partition writes: the frame read from the source (the rows at the snapshot
+LSN, or the change rows of a range) and the properties published with it, computed from the
+written data after the write (row and operation counts, commit times, lag, and for a range the
+validity interval after the read that the ``coverage`` check judges)."""
+
+import datetime as dt
+from typing import Any
+
+from dagster import Failure, MetadataValue
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.spark import sqlserver_source
+from cdc_assets.sqlserver import (
+    CaptureInstance,
+    SourceTable,
+    get_max_lsn,
+    get_min_lsn,
+    get_server_time,
+    range_stats,
+)
+from cdc_assets.sqlserver.catalog import get_source_columns
+from cdc_assets.sqlserver.dbapi import DbapiConnection
+
+from .io_manager import StoredFrame
+from .metadata import COLUMN_LINEAGE, OPERATION_NAMES, column_lineage, operation_counts
+from .names import SNAPSHOT_PARTITION
+from .source import Source, Table
+
+
+def instance_for(found: SourceTable | None, table: Table, first: Lsn | None) -> CaptureInstance:
+    """The capture instance as it is now (``found``: the table as discovered at the start of the
+    run): the one covering ``first``, else the current one (when cleanup moved every instance's
+    start above ``first``, the coverage check reports it)."""
+    instance = None
+    if found is not None:
+        if first is not None:
+            instance = found.instance_covering(first)
+        instance = instance or found.current_instance
+    if instance is None:
+        raise Failure(
+            f"{table.qualified_name}: no capture instance "
+            + ("is established" if first is None else f"covers LSN {first.hex}")
+            + ". Check that CDC is still enabled on the table (sys.sp_cdc_help_change_data_capture)"
+            " and that the capture job runs."
+        )
+    return instance
+
+
+def _server_now(conn: DbapiConnection) -> dt.datetime:
+    return get_server_time(conn) or dt.datetime.now()
+
+
+def _operation_counts(written: DataFrame) -> dict[str, int]:
+    rows = written.groupBy(F.col("`__$operation`")).count().collect()
+    return {OPERATION_NAMES.get(int(r[0]), str(r[0])): int(r[1]) for r in rows}
+
+
+def snapshot_output(
+    spark: SparkSession, source: Source, table: Table, instance: CaptureInstance, reason: str | None
+) -> StoredFrame:
+    settings = source.config.connection_settings()
+    policy = source.config.snapshot
+    mode = sqlserver_source.resolve_snapshot_mode(settings, instance, policy.mode)
+    df = sqlserver_source.read_snapshot(
+        spark, settings, instance, mode=mode, chunk_rows=policy.chunk_rows
+    )
+
+    def finalize(written: DataFrame) -> dict[str, Any]:
+        replay_from, snapshot_lsn = sqlserver_source.snapshot_bounds(written)
+        return {
+            "kind": SNAPSHOT_PARTITION,
+            "capture_instance": instance.name,
+            "mode": mode,
+            "replay_from": replay_from.hex,
+            "snapshot_lsn": snapshot_lsn.hex,
+            "rows": sqlserver_source.snapshot_rows(written).count(),
+            "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "reason": reason or "initial snapshot",
+        }
+
+    def metadata(p: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "dagster/row_count": p["rows"],
+            "snapshot_lsn": p["snapshot_lsn"],
+            "replay_from": MetadataValue.text(p["replay_from"]),
+            "snapshot_mode": p["mode"],
+            "capture_instance": p["capture_instance"],
+            "snapshot_reason": MetadataValue.text(p["reason"]),
+            COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),
+        }
+
+    return StoredFrame(df, finalize, metadata)
+
+
+def range_output(
+    spark: SparkSession,
+    source: Source,
+    table: Table,
+    conn: DbapiConnection,
+    lsn_range: LsnRange,
+    instance: CaptureInstance,
+    read_range: LsnRange | None,
+) -> StoredFrame:
+    settings = source.config.connection_settings()
+    if read_range is None:
+        df = sqlserver_source.empty_change_frame(spark, instance)
+    else:
+        df = sqlserver_source.read_change_range(spark, settings, instance, read_range)
+
+    def finalize(written: DataFrame) -> dict[str, Any]:
+        # After the rows are written, the range must still lie in the validity interval: if
+        # cleanup moved the min LSN past lo + 1 during the read, rows may be missing.
+        minimum = get_min_lsn(conn, instance.name)
+        maximum = get_max_lsn(conn)
+        reasons = []
+        if read_range is not None and minimum > read_range.first:
+            reasons.append(
+                f"cleanup moved the min LSN of {instance.name} to {minimum.hex}, above lo + 1 = "
+                f"{read_range.first.hex}: changes of this range may have been removed"
+            )
+        if lsn_range.hi > maximum:
+            reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
+        operations = _operation_counts(written)  # one Spark job gives the row count too
+        captured = set(instance.column_names)
+        not_captured = [
+            c.name
+            for c in get_source_columns(conn, table.schema, table.name)
+            if c.name not in captured
+        ]
+        stats = range_stats(conn, lsn_range)
+        now = _server_now(conn)
+        lag = (now - stats.last_commit).total_seconds() if stats.last_commit else None
+        return {
+            "kind": "range",
+            "capture_instance": instance.name,
+            "lo": lsn_range.lo.hex,
+            "hi": lsn_range.hi.hex,
+            # The table's snapshot holds the changes up to its replay LSN: only those above it
+            # are read (none when it covers the whole range, e.g. after a re-snapshot).
+            "read_from": read_range.lo.hex if read_range is not None else lsn_range.hi.hex,
+            "rows": sum(operations.values()),
+            "operations": operations,
+            "transactions": stats.transactions,
+            "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
+            "last_commit": stats.last_commit.isoformat() if stats.last_commit else None,
+            "lag_seconds": lag,
+            "read_at": dt.datetime.now(dt.UTC).isoformat(),
+            "columns_not_captured": not_captured,
+            "coverage": {
+                "ok": not reasons,
+                "min_lsn": minimum.hex,
+                "max_lsn": maximum.hex,
+                "reason": "; ".join(reasons),
+            },
+        }
+
+    def metadata(p: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "dagster/row_count": p["rows"],
+            "lsn_range": f"({p['lo']}, {p['hi']}]",
+            "commit_time_range": f"{p['first_commit']} .. {p['last_commit']}",
+            "transactions": p["transactions"],
+            **operation_counts(p["operations"]),
+            "lag_seconds": MetadataValue.float(float(p["lag_seconds"] or 0.0)),
+            "capture_instance": p["capture_instance"],
+            "columns_not_captured": MetadataValue.text(
+                ", ".join(p["columns_not_captured"])
+                + f": the source table has them, capture instance {p['capture_instance']} does "
+                "not, so the mirror lacks them. To capture them, create a second capture "
+                "instance (sys.sp_cdc_enable_table … @capture_instance = N'<new name>'); the "
+                "table is then re-snapshotted with it."
+                if p["columns_not_captured"]
+                else "none"
+            ),
+            COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),
+        }
+
+    return StoredFrame(df, finalize, metadata)

@@ -1,0 +1,39 @@
+"""What the store says about a table's change log besides its data: the snapshot it was taken
+with, and the gap marks — a range refused because cleanup removed changes it needs (or a schema
+change), which tells the sync sensor to re-snapshot the table (``sync.on_gap``)."""
+
+from typing import Any
+
+from .chain import SnapshotInfo
+from .names import SNAPSHOT_PARTITION
+from .source import Source, Table
+
+
+def snapshot_info(source: Source, table: Table) -> SnapshotInfo | None:
+    path = table.change_log_key.path
+    version = source.store.current_version(path, SNAPSHOT_PARTITION)
+    return SnapshotInfo.from_properties(
+        source.store.properties(path, SNAPSHOT_PARTITION), version.name if version else None
+    )
+
+
+def mark_gap(
+    source: Source,
+    table: Table,
+    partition_key: str,
+    *,
+    reason: str | None,
+    snapshot: SnapshotInfo | None,
+    run_id: str,
+) -> None:
+    """Record that ``partition_key`` could not be read for ``table`` (nothing was written)."""
+    details: dict[str, Any] = {
+        "reason": reason,
+        "snapshot_version": snapshot.version if snapshot else None,
+        "run_id": run_id,
+    }
+    source.store.mark_gap(table.change_log_key.path, partition_key, details)
+
+
+def clear_gap(source: Source, table: Table, partition_key: str) -> None:
+    source.store.clear_gap(table.change_log_key.path, partition_key)

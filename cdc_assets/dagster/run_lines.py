@@ -1,0 +1,213 @@
+"""One line per finished sync run: what ``make demo``'s terminal shows instead of Dagster's log.
+
+``python -m cdc_assets.dagster.run_lines LOG`` follows the instance ``$DAGSTER_HOME`` and prints,
+for every run that ends, its partition, the tables it changed, the rows, how long it took and the
+lag of the newest commit it carried; a failed run or a failed check as one ``FAILED``/``check``
+line with Dagster's message. It also follows the log file ``LOG`` (where ``dagster dev`` writes)
+and repeats its warnings and errors, one line each. SIGINT or SIGTERM ends it quietly.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+
+from .names import PARTITION_TAG
+
+FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
+# Dagster's log lines: "<time> - <logger> - <LEVEL> - <message>" (colour codes stripped).
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+_LEVEL = re.compile(r" - (WARNING|ERROR|CRITICAL) - ")
+# A run's own events (" - <job> - <run id> - "): its run line says the same, once.
+_RUN_EVENT = re.compile(r" - (WARNING|ERROR|CRITICAL) - \S+ - [0-9a-f]{8}-[0-9a-f-]{27} - ")
+# Lines Dagster writes at WARNING that say nothing about this sync.
+_NOISE = ("SupersessionWarning", "BetaWarning", "PreviewWarning", "warnings.warn(")
+
+
+@dataclass(frozen=True)
+class RunLine:
+    partition: str
+    status: str
+    tables_changed: int
+    tables: int
+    rows: int
+    seconds: float | None
+    lag_seconds: float | None
+    failure: str = ""
+    newest_commit: str = ""  # HH:MM:SS (UTC) of the newest commit the run carried
+
+    def text(self) -> str:
+        took = f"{self.seconds:.0f} s" if self.seconds is not None else "?"
+        if self.status != "SUCCESS":
+            why = f": {self.failure}" if self.failure else ""
+            return f"run {self.partition}: {self.status} after {took}{why}"
+        lag = ""
+        if self.lag_seconds is not None:
+            at = f" at {self.newest_commit}" if self.newest_commit else ""
+            lag = f", newest commit{at} {self.lag_seconds:.0f} s old"
+        return (
+            f"run {self.partition}: {self.tables_changed} of {self.tables} tables changed, "
+            f"{self.rows:,} rows, {took}{lag}"
+        )
+
+
+def _number(metadata: dict, key: str) -> float | None:
+    value = metadata.get(key)
+    raw = getattr(value, "value", value)
+    return float(raw) if isinstance(raw, int | float) else None
+
+
+def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[str]]:
+    """The line for a finished run and one line per failed asset check of it."""
+    record = instance.get_run_record_by_id(run_id)
+    assert record is not None
+    run = record.dagster_run
+    partition = run.tags.get(PARTITION_TAG) or run.tags.get("dagster/partition") or "-"
+    if partition == "-":
+        partition = f"{run.job_name} (no partition)"
+    seconds = (
+        record.end_time - record.start_time
+        if record.end_time is not None and record.start_time is not None
+        else None
+    )
+    tables = changed = rows = 0
+    lags: list[float] = []
+    newest = ""
+    for event in instance.get_records_for_run(
+        run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION, limit=10_000
+    ).records:
+        materialization = event.event_log_entry.asset_materialization
+        if materialization is None or materialization.asset_key.path[0] != "cdc":
+            continue
+        metadata = dict(materialization.metadata)
+        count = int(_number(metadata, "dagster/row_count") or 0)
+        tables += 1
+        changed += count > 0
+        rows += count
+        lag = _number(metadata, "lag_seconds")
+        if lag is not None and count > 0:
+            lags.append(lag)
+        commits = getattr(metadata.get("commit_time_range"), "value", "")
+        last = str(commits).rpartition(" .. ")[2]
+        if count > 0 and re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", last):
+            newest = max(newest, last[11:19])
+    checks = []
+    for event in instance.get_records_for_run(
+        run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION, limit=10_000
+    ).records:
+        dagster_event = event.event_log_entry.dagster_event
+        evaluation = dagster_event.event_specific_data if dagster_event else None
+        if evaluation is not None and not getattr(evaluation, "passed", True):
+            key = evaluation.asset_check_key
+            description = getattr(evaluation, "description", None) or "failed"
+            checks.append(
+                f"check {key.asset_key.to_user_string()} {key.name} failed "
+                f"(run {partition}): {' '.join(description.split())}"
+            )
+    failure = ""
+    if run.status != DagsterRunStatus.SUCCESS:
+        for kind in (DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE):
+            found = instance.get_records_for_run(run_id, of_type=kind, limit=1).records
+            if found:
+                entry = found[0].event_log_entry
+                error = getattr(entry.dagster_event.event_specific_data, "error", None)
+                while error is not None and error.cause is not None:  # the user's error
+                    error = error.cause
+                text = error.message if error is not None else entry.user_message
+                failure = " ".join(str(text).split())[:300]
+                break
+    line = RunLine(
+        partition,
+        run.status.value,
+        changed,
+        tables,
+        rows,
+        seconds,
+        min(lags) if lags else None,
+        failure,
+        newest,
+    )
+    return line, checks
+
+
+def _log_lines(path: Path) -> Iterator[str]:
+    """New warning and error lines of the log at ``path`` since the last call (none at first)."""
+    position = path.stat().st_size if path.exists() else 0
+    while True:
+        found: list[str] = []
+        if path.exists():
+            size = path.stat().st_size
+            if size < position:
+                position = 0
+            with path.open("r", encoding="utf-8", errors="replace") as log:
+                log.seek(position)
+                chunk = log.read()
+                complete = chunk.rfind("\n") + 1
+                position += len(chunk[:complete].encode("utf-8", errors="replace"))
+            for raw in chunk[:complete].splitlines():
+                line = _COLOUR.sub("", raw).strip()
+                if _LEVEL.search(line) and not _RUN_EVENT.search(line):
+                    if any(n in line for n in _NOISE):
+                        continue
+                    found.append(line[:400])
+        yield from found
+        yield ""
+
+
+def follow(log: Path, out: IO[str], interval: float = 2.0) -> None:
+    """Print run lines and log warnings until SIGINT/SIGTERM."""
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    seen: set[str] = set()
+    lines = _log_lines(log)
+    with DagsterInstance.get() as instance:
+        # Runs finished before this demo started are not news.
+        seen.update(r.dagster_run.run_id for r in instance.get_run_records(RunsFilter()))
+        while not stop:
+            for line in iter(lambda: next(lines), ""):
+                out.write(f"demo: {line}\n")
+            records = instance.get_run_records(RunsFilter(statuses=FINISHED), limit=50)
+            for record in reversed(records):
+                run_id = record.dagster_run.run_id
+                if run_id in seen:
+                    continue
+                seen.add(run_id)
+                line, checks = describe_run(instance, run_id)
+                # A run of no partition (the health job every 5 minutes, a check launched by
+                # hand) is news only when it fails or a check fails.
+                if not line.partition.endswith("(no partition)") or line.status != "SUCCESS":
+                    out.write(f"demo: {line.text()}\n")
+                for check in checks:
+                    out.write(f"demo: {check}\n")
+            out.flush()
+            for _ in range(int(interval * 10)):
+                if stop:
+                    break
+                time.sleep(0.1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m cdc_assets.dagster.run_lines LOG\n")
+        return 2
+    follow(Path(args[0]), sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

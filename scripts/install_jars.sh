@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Fetches the jars Spark needs for Delta Lake (scripts/jars/pom.xml) from Maven Central into
+# <python prefix>/share/cdc_assets/jars, where cdc_assets.spark.session looks for them, so Spark
+# never downloads anything when it starts. Usage: scripts/install_jars.sh [python] (default
+# .venv/bin/python). Run by scripts/setup.sh and deploy/Dockerfile; safe to run twice.
+#   CDC_ASSETS_S3_JARS=1 also fetches hadoop-aws and the AWS SDK modules (scripts/jars/s3/pom.xml)
+#   into .../jars-s3, which the session adds only for s3a:// storage.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+python="${1:-.venv/bin/python}"
+prefix="$("$python" -c 'import sys; print(sys.prefix)')"
+
+fetch() {  # fetch <pom> <target directory> <marker jar>
+  local pom="$1" target="$2" marker="$3"
+  if [ -e "$target/$marker" ]; then
+    return
+  fi
+  if ! command -v mvn >/dev/null 2>&1; then
+    echo "install_jars: Maven (mvn) is needed to fetch the Delta Lake jars; install it (apt-get install maven)" >&2
+    exit 1
+  fi
+  echo "install_jars: fetching $(basename "$(dirname "$pom")") jars into $target"
+  mkdir -p "$target"
+  mvn -q -B -f "$pom" dependency:copy-dependencies -DexcludeTransitive=true \
+    -DoutputDirectory="$target"
+}
+
+fetch "$here/jars/pom.xml" "$prefix/share/cdc_assets/jars" delta-spark_4.2_2.13-4.4.0.jar
