@@ -129,6 +129,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                         # the gap tells the sensor to re-snapshot (sync.on_gap).
                         context.log.error(refused.description or "range not available")
                         mark_gap(
+                            spark,
                             source,
                             table,
                             context.partition_key,
@@ -142,7 +143,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                             r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
                         )
                         continue
-                    clear_gap(source, table, context.partition_key)
+                    clear_gap(spark, source, table, context.partition_key)
                     stored = range_output(
                         spark, source, table, conn, lsn_range, instance, read_range
                     )

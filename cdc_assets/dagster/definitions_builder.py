@@ -22,7 +22,7 @@ from cdc_assets.spark.session import session_options, use_this_python_for_worker
 from .change_log import build_change_logs
 from .examples import build_examples
 from .health_checks import build_capture_checks
-from .io_manager import SparkParquetIOManager
+from .io_manager import SparkDeltaIOManager
 from .metadata import asset_tags, table_metadata
 from .mirror import build_mirrors
 from .mirror_checks import RECONCILE, build_mirror_checks
@@ -115,7 +115,7 @@ def build_definitions(config: ProjectConfig, sources: list[Source] | None = None
     pyspark = spark_resource(config)
     resources = {
         "pyspark": pyspark,
-        IO_MANAGER: SparkParquetIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
+        IO_MANAGER: SparkDeltaIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
     }
     return Definitions.merge(
         *(source_definitions(s) for s in sources),

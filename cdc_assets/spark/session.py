@@ -12,7 +12,7 @@ instead of starting a Spark of its own.
 Delta Lake's jars are fetched by Maven when the project is installed (``scripts/install_jars.sh``)
 into ``<sys.prefix>/share/cdc_assets/jars`` and named on ``spark.jars``: nothing is downloaded when
 Spark starts. Storage on ``s3a://`` also needs hadoop-aws and the AWS SDK, kept apart in
-``.../jars-s3`` (fetched with ``CDC_ASSETS_S3_JARS=1``) and loaded only for such storage.
+``.../jars-s3`` (fetched by the same script) and loaded only for such storage.
 """
 
 from __future__ import annotations
@@ -79,8 +79,7 @@ def delta_jars(storage_path: str | None = None) -> list[str]:
         found = sorted(str(p) for p in s3.glob("*.jar")) if s3.is_dir() else []
         if not found:
             raise MissingJars(
-                f"storage on {storage_path} needs hadoop-aws jars in {s3}: run "
-                "CDC_ASSETS_S3_JARS=1 bash scripts/install_jars.sh"
+                f"storage on {storage_path} needs hadoop-aws jars in {s3}: run {INSTALL_COMMAND}"
             )
         jars += found
     return jars

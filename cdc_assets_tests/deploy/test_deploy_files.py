@@ -651,7 +651,7 @@ def test_production_config_names_the_compose_source(
 def test_storage_is_one_volume_shared_with_the_spark_workers(
     production: ProjectConfig, services: dict[str, dict[str, Any]], roles: dict[str, str]
 ) -> None:
-    base_path = PurePosixPath(production.storage.base_path.as_posix())
+    base_path = PurePosixPath(production.storage.base_path)
     assert base_path.is_absolute()
     volumes = {}
     for role in ("code-location", "spark-worker"):
@@ -803,7 +803,7 @@ def test_helm_user_deployment(helm: dict[str, Any], production: ProjectConfig) -
     volumes = {v["name"]: v for v in deployment.get("volumes") or []}
     config_dir = str(PurePosixPath(env["CDC_ASSETS_CONFIG"]).parent)
     assert "configMap" in volumes[mounts[config_dir]], "the configuration comes from a ConfigMap"
-    storage = mounts[production.storage.base_path.as_posix()]
+    storage = mounts[str(PurePosixPath(production.storage.base_path))]
     assert "persistentVolumeClaim" in volumes[storage], "the asset store is a shared volume"
 
 
