@@ -52,6 +52,7 @@ def server_command(
 ) -> list[str]:
     """The ``spark-submit`` command line of a Connect server on ``host:port``."""
     settings = {
+        "spark.log.level": "WARN",  # not INFO lines for every client request in its log
         **session_conf(conf, storage_path=storage_path),
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
