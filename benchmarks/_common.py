@@ -243,30 +243,6 @@ def profiled(fn: Callable[[], T], *, top: int = 25, sort: str = "cumulative") ->
     return result, (text[start:] if start >= 0 else text).rstrip()
 
 
-def quiet_run_config() -> dict[str, Any]:
-    return {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
-
-
-def execute_request(job: Any, instance: Any, request: Any) -> Any:
-    """Run the sync sensor's ``request`` in this process as the daemon launches it: its
-    partition, tags and asset selection, and only its asset checks when it names them."""
-    selection = request.asset_selection
-    if request.asset_check_keys is not None:
-        job = job.get_subset(
-            asset_selection=set(selection or []),
-            asset_check_selection=set(request.asset_check_keys),
-        )
-        selection = None
-    return job.execute_in_process(
-        instance=instance,
-        partition_key=request.partition_key,
-        asset_selection=selection,
-        tags=request.tags,
-        run_config=quiet_run_config(),
-        raise_on_error=False,
-    )
-
-
 def print_pipelines(
     spark: Any,
     rows: int,

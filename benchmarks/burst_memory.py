@@ -238,31 +238,18 @@ class Driver:
     cursor: str | None = None
 
     def tick(self) -> Any:
-        from dagster import build_sensor_context
+        from cdc_assets.dagster.in_process import tick_sensor
 
-        from cdc_assets.dagster.names import sensor_name
-
-        name = sensor_name(self.source.name)
-        context = build_sensor_context(
-            instance=self.instance,
-            instance_ref=self.instance.get_ref(),
-            definitions=self.defs,
-            cursor=self.cursor,
-            sensor_name=name,
-        )
-        data = self.defs.resolve_sensor_def(name).evaluate_tick(context)
+        data = tick_sensor(self.defs, self.instance, self.source.name, self.cursor)
         self.cursor = data.cursor
-        for request in data.dynamic_partitions_requests or []:
-            self.instance.add_dynamic_partitions(
-                request.partitions_def_name, list(request.partition_keys or [])
-            )
         return data
 
     def execute(self, request: Any) -> None:
+        from cdc_assets.dagster.in_process import execute_request
         from cdc_assets.dagster.names import sync_job_name
 
         job = self.defs.resolve_job_def(sync_job_name(self.source.name))
-        result = _common.execute_request(job, self.instance, request)
+        result = execute_request(job, self.instance, request)
         if not result.success:
             raise SystemExit(f"the run of {request.partition_key} failed")
 

@@ -36,6 +36,7 @@ from dagster import instance_for_test
 
 from cdc_assets import emulator
 from cdc_assets.dagster.definitions_builder import build_definitions
+from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG, step_seconds
 from cdc_assets.dagster.names import partitions_name, sync_job_name
 from cdc_assets.dagster.source import Source, load_source
 from cdc_assets.lsn import LsnRange
@@ -102,13 +103,10 @@ def project_range(source: Source, defs: Any, lsn_range: LsnRange) -> dict[str, A
             instance=instance,
             partition_key=lsn_range.key,
             asset_selection=[t.change_log_key for t in source.tables],
-            run_config=_common.quiet_run_config(),
+            run_config=QUIET_RUN_CONFIG,
         )
         seconds = time.perf_counter() - started
-        steps = {
-            s.step_key: (s.end_time or 0) - (s.start_time or 0)
-            for s in instance.get_run_step_stats(result.run_id)
-        }
+        steps = step_seconds(instance, result.run_id)
     rows = sum(
         (source.store.properties(t.change_log_key.path, lsn_range.key) or {}).get("rows", 0)
         for t in source.tables

@@ -36,6 +36,7 @@ from dagster import instance_for_test
 
 from cdc_assets import emulator
 from cdc_assets.dagster.definitions_builder import build_definitions
+from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG, step_seconds
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
 from cdc_assets.dagster.source import load_source
 from cdc_assets.sqlserver.connection import EmulatorConnectionFactory, EmulatorSettings
@@ -60,13 +61,10 @@ def project_snapshot(workdir: Path, db: Path, chunk_rows: int, rows: int) -> dic
             instance=instance,
             partition_key=SNAPSHOT_PARTITION,
             asset_selection=[table.change_log_key],
-            run_config=_common.quiet_run_config(),
+            run_config=QUIET_RUN_CONFIG,
         )
         seconds = time.perf_counter() - started
-        steps = {
-            s.step_key: (s.end_time or 0) - (s.start_time or 0)
-            for s in instance.get_run_step_stats(result.run_id)
-        }
+        steps = step_seconds(instance, result.run_id)
     properties = source.store.properties(table.change_log_key.path, SNAPSHOT_PARTITION) or {}
     if properties.get("rows") != rows:
         raise SystemExit(f"(a) published {properties.get('rows')} rows, expected {rows:,}")

@@ -83,17 +83,9 @@ def _require_emulator_db(path: Path) -> None:
         raise UsageError(f"{path}: no such file (create it with '{PROG} emulator create {path}')")
     if not path.is_file():
         raise UsageError(f"{path}: not a file")
-    try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-        try:
-            found = db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_emu_state'"
-            ).fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error:
-        found = None
-    if not found:
+    from cdc_assets.emulator import is_emulator_database
+
+    if not is_emulator_database(path):
         raise UsageError(f"{path}: not a cdc_assets emulator database")
 
 
@@ -250,10 +242,9 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
             max_rows=args.max_rows,
         )
         if args.retention_minutes is not None:  # what a DBA sets on the cleanup job
-            conn.execute(
-                "EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = ?",
-                args.retention_minutes,
-            )
+            from cdc_assets.sqlserver import set_cleanup_retention
+
+            set_cleanup_retention(conn, args.retention_minutes)
         if not args.no_capture:
             agent = emulator.CaptureAgent(path, cleanup_interval=args.cleanup_every).start()
         line = _Line(out, 0.25, 5.0)

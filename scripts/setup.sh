@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what cdc_assets needs on a fresh Debian machine: the ODBC driver manager that the
-# pyodbc wheel links against (plus FreeTDS), Java 17 for Spark, Maven (fetches the Delta Lake
-# jars at install time, scripts/install_jars.sh), PostgreSQL (the tests start a
-# throwaway server to check the production instance, deploy/dagster.yaml), Chromium (the browser
-# test of the Dagster UI), and a .venv with the project.
+# pyodbc wheel links against (plus FreeTDS, and what Microsoft's ODBC Driver 18 wheel needs),
+# Java 17 for Spark, Maven (fetches the Delta Lake jars at install time, scripts/install_jars.sh),
+# PostgreSQL (the tests start a throwaway server to check the production instance,
+# deploy/dagster.yaml), Chromium (the browser test of the Dagster UI), and a .venv with the project.
 # Safe to run twice: every step checks before it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,11 @@ need_apt=()
 ldconfig -p | grep -q 'libodbc.so.2' || need_apt+=(unixodbc)
 [ -e /usr/lib/x86_64-linux-gnu/odbc/libtdsodbc.so ] || [ -e /usr/lib/aarch64-linux-gnu/odbc/libtdsodbc.so ] \
   || need_apt+=(tdsodbc)
+# Microsoft ODBC Driver 18 (the PyPI wheel mssql-python-odbc) needs libltdl and Kerberos/GSSAPI;
+# the TDS server makes its TLS certificate with the openssl command.
+ldconfig -p | grep -q 'libltdl.so.7' || need_apt+=(libltdl7)
+ldconfig -p | grep -q 'libgssapi_krb5.so.2' || need_apt+=(libgssapi-krb5-2)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
   need_apt+=(openjdk-17-jre-headless)
 fi

@@ -5,9 +5,12 @@ sensor; shared resources (Spark through dagster-pyspark, the Parquet IO manager)
 from __future__ import annotations
 
 from dagster import (
+    AssetCheckKey,
     AssetSelection,
     AssetSpec,
+    DefaultScheduleStatus,
     Definitions,
+    ScheduleDefinition,
     define_asset_job,
     in_process_executor,
 )
@@ -22,11 +25,13 @@ from .health_checks import build_capture_checks
 from .io_manager import SparkParquetIOManager
 from .metadata import asset_tags, table_metadata
 from .mirror import build_mirrors
-from .mirror_checks import build_mirror_checks
-from .names import IO_MANAGER, SOURCE_TAG, group_name, sync_job_name
+from .mirror_checks import RECONCILE, build_mirror_checks
+from .names import IO_MANAGER, SOURCE_TAG, group_name, health_job_name, sync_job_name
 from .partitions import source_partitions
 from .source import Source, load_source
 from .sync_sensor import build_sync_sensor
+
+HEALTH_CRON = "*/5 * * * *"
 
 
 def spark_resource(config: ProjectConfig) -> LazyPySparkResource:
@@ -62,11 +67,16 @@ def source_definitions(source: Source) -> Definitions:
     mirrors = build_mirrors(source, partitions)
     mirror_checks = build_mirror_checks(source, partitions)
     capture_checks = build_capture_checks(source)
+    reconcile = AssetSelection.checks(
+        *(AssetCheckKey(t.mirror_key, RECONCILE) for t in source.tables)
+    )
     job = define_asset_job(
         sync_job_name(source.name),
-        # The change logs' blocking checks run in the job; mirror and capture checks on demand.
-        selection=AssetSelection.assets(change_logs, mirrors)
-        - AssetSelection.checks(mirror_checks, capture_checks),
+        # Every run evaluates the change logs' blocking checks, then after the mirrors their
+        # cheap checks (at_chain_end, capture_health: a few catalog queries), so every check the
+        # UI shows has a current result; reconcile (an exact snapshot of the source to count its
+        # rows) runs with capture_health on the schedule below.
+        selection=AssetSelection.assets(change_logs, mirrors) - reconcile,
         tags={SOURCE_TAG: source.name},
         # Both steps in one process: one Spark session per run instead of one per step (a
         # Spark start costs 10-20 s, more than a typical range takes to sync).
@@ -74,11 +84,27 @@ def source_definitions(source: Source) -> Definitions:
         description=f"One LSN range (or the snapshot) of every table of source '{source.name}': "
         "change logs, their coverage checks, then the mirrors.",
     )
+    health_job = define_asset_job(
+        health_job_name(source.name),
+        selection=reconcile | AssetSelection.checks(capture_checks),
+        executor_def=in_process_executor,  # one process (and at most one Spark) per run
+        description=f"Health of source '{source.name}' while nothing else runs: the mirrors' row "
+        "counts against the source (reconcile) and the CDC capture job (capture_health, which "
+        "no sync run would check once capture has stopped and the max LSN stands still).",
+    )
+    health_schedule = ScheduleDefinition(
+        name=f"{health_job_name(source.name)}_schedule",
+        job=health_job,
+        cron_schedule=HEALTH_CRON,
+        default_status=DefaultScheduleStatus.RUNNING,
+        description="Every 5 minutes: reconcile and capture_health.",
+    )
     return Definitions(
         assets=[*specs, change_logs, mirrors],
         asset_checks=[mirror_checks, capture_checks],
-        jobs=[job],
+        jobs=[job, health_job],
         sensors=[build_sync_sensor(source, partitions, job)],
+        schedules=[health_schedule],
     )
 
 

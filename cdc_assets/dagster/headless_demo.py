@@ -27,14 +27,12 @@ from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import get_max_lsn, last_transaction_lsn
 
 from .definitions_builder import build_definitions
+from .in_process import step_seconds, sync_step
 from .mirror import mirror_lsn
-from .names import partitions_name, sync_job_name
+from .names import SNAPSHOT_PARTITION, sync_job_name
 from .source import Source, load_source
-from .sync_sensor import evaluate
 
 Say = Callable[[str], None]
-# The runs' event log goes to the instance; the console shows this demo's own lines only.
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 SOURCE = "demo"
 
 
@@ -82,28 +80,17 @@ class HeadlessDemo:
 
     def tick(self, source: Source, defs: Definitions, instance: DagsterInstance) -> bool:
         """One sensor evaluation and the run it requests; False when there was nothing to do."""
-        decision = evaluate(instance, source, self._partitions(defs))
-        request = decision.run_request
-        if request is None:
-            return False
-        if decision.new_partition is not None:
-            instance.add_dynamic_partitions(partitions_name(SOURCE), [decision.new_partition])
-            self.progress.ranges += decision.new_partition != "snapshot"
         started = time.monotonic()
-        result = defs.resolve_job_def(sync_job_name(SOURCE)).execute_in_process(
-            instance=instance,
-            partition_key=request.partition_key,
-            asset_selection=request.asset_selection,
-            tags=request.tags,
-            run_config=QUIET,
-            raise_on_error=False,
-        )
+        decision, result = sync_step(defs.resolve_job_def(sync_job_name(SOURCE)), instance, source)
+        request = decision.run_request
+        if request is None or result is None:
+            return False
+        self.progress.ranges += decision.new_partition not in (None, SNAPSHOT_PARTITION)
         self.progress.runs += 1
         self.progress.failed_runs += not result.success
         steps = ", ".join(
-            f"{s.step_key.removeprefix(SOURCE + '_').replace('_', ' ')} "
-            f"{(s.end_time or 0) - (s.start_time or 0):.1f} s"
-            for s in instance.get_run_step_stats(result.run_id)
+            f"{key.removeprefix(SOURCE + '_').replace('_', ' ')} {seconds:.1f} s"
+            for key, seconds in step_seconds(instance, result.run_id).items()
         )
         self.say(
             f"run {self.progress.runs}: {request.partition_key} "
@@ -111,10 +98,6 @@ class HeadlessDemo:
             f"({steps})"
         )
         return True
-
-    def _partitions(self, defs: Definitions):
-        job = defs.resolve_job_def(sync_job_name(SOURCE))
-        return job.partitions_def
 
     def run(self, seconds: float) -> bool:
         source, defs, instance = self.prepare()

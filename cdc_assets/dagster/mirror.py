@@ -19,6 +19,7 @@ from typing import Any
 
 from dagster import (
     AssetExecutionContext,
+    AssetMaterialization,
     AssetOut,
     AssetsDefinition,
     DynamicPartitionsDefinition,
@@ -248,10 +249,30 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
 
         for key in sorted(k for k in context.selected_asset_keys if k in by_key):
             table = by_key[key]
+            snapshot = snapshot_info(source, table)
+            state = mirror_state(source, table)
+            from_snapshot = snapshot is not None and (
+                not state or state.get("snapshot_version") != snapshot.version
+            )
             stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi)
             if stored is None:
                 context.log.info(f"{key.to_user_string()} is left as it is: {why}")
                 continue
             yield Output(stored, output_name=key.to_python_identifier())
+            if from_snapshot and snapshot is not None:
+                # The mirror holds its table's snapshot from now on: its 'snapshot' partition
+                # shows as materialized, not as missing for ever.
+                context.log_event(
+                    AssetMaterialization(
+                        asset_key=key,
+                        partition=SNAPSHOT_PARTITION,
+                        description=f"rebuilt from the snapshot at {snapshot.snapshot_lsn.hex} "
+                        f"by the run of range {context.partition_key}",
+                        metadata={
+                            "snapshot_lsn": snapshot.snapshot_lsn.hex,
+                            "applied_by_range": context.partition_key,
+                        },
+                    )
+                )
 
     return mirrors

@@ -1,9 +1,16 @@
-"""Names a person sees in the Dagster UI: asset keys, partitions, jobs, sensors, tags, checks.
+"""Names a person sees in the Dagster UI: asset keys, partitions, jobs, sensors, tags.
 
-``sqlserver/<source>/<schema>/<table>`` is the source table, ``cdc/…`` its change log,
-``mirror/…`` its current state. Dagster allows only letters, digits and ``_`` in a key part, so
-other characters (spaces, dots, unicode) become ``_`` and a short hash of the real name keeps two
-tables apart that would otherwise collide; the real name stays in the asset's metadata.
+A captured table is three assets, one per stage, each named so that its last key part (the box
+title in the lineage graph, the name in the catalog) says the stage:
+
+- ``sqlserver/<source>/<schema>/<table>``: the SQL Server table (external);
+- ``cdc/<source>/<schema>/<table>_changes``: its change log;
+- ``mirror/<source>/<schema>/<table>_mirror``: its current state.
+
+These keys are what users' downstream assets depend on: they do not change. Dagster allows only
+letters, digits and ``_`` in a key part, so other characters (spaces, dots, unicode) become ``_``
+and a short hash of the real name keeps two tables apart that would otherwise collide; the real
+name stays in the asset's metadata.
 """
 
 from __future__ import annotations
@@ -38,11 +45,11 @@ def source_table_key(source: str, schema: str, table: str) -> AssetKey:
 
 
 def change_log_key(source: str, schema: str, table: str) -> AssetKey:
-    return AssetKey(["cdc", source, key_part(schema), key_part(table)])
+    return AssetKey(["cdc", source, key_part(schema), f"{key_part(table)}_changes"])
 
 
 def mirror_key(source: str, schema: str, table: str) -> AssetKey:
-    return AssetKey(["mirror", source, key_part(schema), key_part(table)])
+    return AssetKey(["mirror", source, key_part(schema), f"{key_part(table)}_mirror"])
 
 
 def partitions_name(source: str) -> str:
@@ -51,6 +58,10 @@ def partitions_name(source: str) -> str:
 
 def sync_job_name(source: str) -> str:
     return f"{source}_sync"
+
+
+def health_job_name(source: str) -> str:
+    return f"{source}_health"
 
 
 def sensor_name(source: str) -> str:

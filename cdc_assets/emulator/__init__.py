@@ -4,6 +4,21 @@
 sqlglot and run on SQLite in WAL mode, so many connections and processes can share one file.
 :class:`CaptureAgent`, :func:`scan` and :func:`cleanup` play SQL Server Agent's CDC jobs.
 No Dagster and no Spark here.
+
+Modules, bottom up (each imports only from the rows above it; ``test_layers.py`` checks there is
+no import circle):
+
+- ``errors``, ``types`` (SQL Server types and their SQLite storage), ``storage`` (the file
+  layout), ``catalog`` (tables and capture instances, refreshed incrementally), ``changelog``
+  (the triggers that log changes), ``functions`` (SQLite text of the CDC functions);
+- ``plan`` (what a statement translates to, what it returns), ``statements`` (parses a statement
+  and dispatches it to the planner registered for its kind);
+- the translator: ``scope``, ``type_rules``, ``translator_core``, ``expressions``,
+  ``system_functions``, ``queries``, assembled in ``translate``;
+- the other planners: ``dml``, ``ddl`` and ``procedures`` (with ``catalog_rows`` and ``capture``,
+  the agent's jobs);
+- ``session`` (transactions, LSNs, execution), ``dbapi`` (the pyodbc-like API a wire server or a
+  test uses); ``workload`` and ``demo_schema`` only speak T-SQL through a connection.
 """
 
 from .capture import CaptureAgent, cleanup, scan
@@ -20,6 +35,7 @@ from .errors import (
     ProgrammingError,
     Warning,
 )
+from .storage import is_emulator_database
 
 __all__ = [
     "CaptureAgent",
@@ -39,6 +55,7 @@ __all__ = [
     "apilevel",
     "cleanup",
     "connect",
+    "is_emulator_database",
     "paramstyle",
     "scan",
     "threadsafety",

@@ -412,7 +412,8 @@ def cleanup_db(
 # -- module-level API and the agent ------------------------------------------------------------
 
 
-def _open(path: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
+def open_db(path: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """A connection for the capture and cleanup jobs (what :class:`CaptureAgent` keeps open)."""
     db = open_sqlite(str(path), timeout)
     register_stubs(db)
     storage.bootstrap(db)
@@ -421,7 +422,7 @@ def _open(path: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
 
 def scan(path: str | Path, max_transactions: int | None = None) -> int:
     """One capture scan of the database at ``path``; returns the transactions captured."""
-    db = _open(path)
+    db = open_db(path)
     try:
         return scan_db(db, max_transactions)
     finally:
@@ -432,7 +433,7 @@ def cleanup(
     path: str | Path, retention_minutes: int | None = None, now: dt.datetime | None = None
 ) -> int:
     """One cleanup pass of the database at ``path``; returns the change rows deleted."""
-    db = _open(path)
+    db = open_db(path)
     try:
         return cleanup_db(db, retention_minutes, now)
     finally:
@@ -523,7 +524,7 @@ class CaptureAgent:
         )
 
     def _run(self) -> None:
-        db = _open(self.path, self.timeout)
+        db = open_db(self.path, self.timeout)
         config = _JobConfig()
         last_cleanup = time.monotonic()
         try:

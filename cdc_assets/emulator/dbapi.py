@@ -148,6 +148,17 @@ class Cursor:
             self._rows = None
             self.rowcount = result.rowcount
 
+    @property
+    def column_types(self) -> tuple[str | None, ...] | None:
+        """Emulator extra: the SQL Server type of each column of the current result set as
+        written in T-SQL (``nvarchar(50)``, ``binary(10)``), None for a column without one
+        (an untyped expression); None when there is no result set. The TDS server uses it to
+        describe columns on the wire (COLMETADATA)."""
+        if self.description is None or self._position >= len(self._results):
+            return None
+        columns = self._results[self._position].columns or ()
+        return tuple(None if c.type is None else c.type.sql for c in columns)
+
     def nextset(self) -> bool | None:
         self._check()
         if self._rows is not None and hasattr(self._rows, "close"):

@@ -32,6 +32,7 @@ import secrets
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import types as T
 from .types import SqlType
@@ -452,6 +453,21 @@ def create_table_sql(physical: str, columns: tuple[tuple[str, SqlType], ...]) ->
 def now() -> dt.datetime:
     """The server clock (local time, like GETDATE())."""
     return dt.datetime.now()
+
+
+def is_emulator_database(path: str | Path) -> bool:
+    """``path`` is a file this emulator created (read without changing it)."""
+    try:
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            found = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_emu_state'"
+            ).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return found is not None
 
 
 def bootstrap(db: sqlite3.Connection) -> None:

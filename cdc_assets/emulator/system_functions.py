@@ -25,6 +25,13 @@ _NOW_FUNCS = {
     "SYSDATETIMEOFFSET": ("offset", SqlType("datetimeoffset", scale=7)),
 }
 
+# one-argument functions answered from the catalog: query ({} is the argument), its type, result
+_CATALOG_LOOKUPS: dict[str, tuple[str, SqlType, SqlType]] = {
+    "OBJECT_NAME": ("SELECT name FROM _emu_objects WHERE object_id = {}", T.INT, T.SYSNAME),
+    "SCHEMA_NAME": ("SELECT name FROM _emu_schemas WHERE schema_id = {}", T.INT, T.SYSNAME),
+    "SCHEMA_ID": ("SELECT schema_id FROM _emu_schemas WHERE name = {}", T.SYSNAME, T.INT),
+}
+
 
 class SystemFunctionTranslation(ExpressionTranslation):
     """The system-function section of :class:`.translate.Translator`."""
@@ -150,23 +157,15 @@ class SystemFunctionTranslation(ExpressionTranslation):
             return exp.Literal.number(5), T.INT
         if name == "DB_NAME":
             return exp.Anonymous(this="_emu_db_name", expressions=[]), T.SYSNAME
-        if name == "OBJECT_NAME" and len(args) == 1:
-            arg = self.sql(self.expr(args[0], scope, Want(T.INT))[0])
-            return self.raw_node(
-                f"SELECT name FROM _emu_objects WHERE object_id = {arg}"
-            ), T.SYSNAME
-        if name == "SCHEMA_NAME":
-            if not args:
-                return exp.Literal.string("dbo"), T.SYSNAME
-            arg = self.sql(self.expr(args[0], scope, Want(T.INT))[0])
-            return self.raw_node(
-                f"SELECT name FROM _emu_schemas WHERE schema_id = {arg}"
-            ), T.SYSNAME
-        if name == "SCHEMA_ID":
-            if not args:
-                return exp.Literal.number(1), T.INT
-            arg = self.sql(self.expr(args[0], scope, Want(T.SYSNAME))[0])
-            return self.raw_node(f"SELECT schema_id FROM _emu_schemas WHERE name = {arg}"), T.INT
+        if name == "SCHEMA_NAME" and not args:
+            return exp.Literal.string("dbo"), T.SYSNAME
+        if name == "SCHEMA_ID" and not args:
+            return exp.Literal.number(1), T.INT
+        lookup = _CATALOG_LOOKUPS.get(name)
+        if lookup is not None and len(args) == 1:
+            select, argument_type, result_type = lookup
+            arg = self.sql(self.expr(args[0], scope, Want(argument_type))[0])
+            return self.raw_node(select.format(arg)), result_type
         if name == "COUNT_BIG":
             count = exp.Count(this=args[0] if args else exp.Star())
             new, _ = self.aggregate(count, scope)

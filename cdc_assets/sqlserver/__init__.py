@@ -22,7 +22,13 @@ from .catalog import (
     discover,
     table_exists,
 )
-from .changes import count_change_rows, count_changes, read_changes, read_function_changes
+from .changes import (
+    changed_lsns,
+    count_change_rows,
+    count_changes,
+    read_changes,
+    read_function_changes,
+)
 from .connection import (
     ConnectionFactory,
     DsnSettings,
@@ -53,6 +59,7 @@ from .health import (
     get_job_running,
     get_last_scan,
     get_server_time,
+    set_cleanup_retention,
 )
 from .lsn_queries import (
     decrement_lsn,
@@ -64,7 +71,14 @@ from .lsn_queries import (
     map_time_to_lsn,
     wait_for_max_lsn,
 )
-from .ranges import RangeStats, committed_before, last_transaction_lsn, plan_next_range, range_stats
+from .ranges import (
+    RangeStats,
+    committed_before,
+    last_transaction_lsn,
+    plan_next_range,
+    range_stats,
+    transaction_commits,
+)
 from .snapshot import (
     ExactSnapshot,
     KeyRange,
@@ -105,6 +119,7 @@ __all__ = [
     "SqlServerError",
     "begin_exact_snapshot",
     "capture_health",
+    "changed_lsns",
     "committed_before",
     "connection_factory",
     "count_change_rows",
@@ -128,8 +143,10 @@ __all__ = [
     "range_stats",
     "read_changes",
     "read_function_changes",
+    "set_cleanup_retention",
     "snapshot_table",
     "table_exists",
+    "transaction_commits",
     "translate_dbapi_error",
     "wait_for_max_lsn",
 ]

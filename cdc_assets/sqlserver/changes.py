@@ -49,6 +49,7 @@ from .snapshot import COUNT_ROWS_QUERY
 __all__ = [
     "DEFAULT_BATCH_ROWS",
     "change_schema",
+    "changed_lsns",
     "check_range_available",
     "count_change_rows",
     "count_changes",
@@ -164,6 +165,15 @@ def count_changes(
 def count_change_rows(conn: DbapiConnection, capture_instance: str) -> int:
     """All rows in the change table of ``capture_instance`` (every LSN cleanup has left)."""
     return int(fetch_value(conn, COUNT_ROWS_QUERY.format(table=change_table(capture_instance))))
+
+
+CHANGE_LSNS_QUERY = "SELECT DISTINCT [__$start_lsn] FROM {change_table}"
+
+
+def changed_lsns(conn: DbapiConnection, capture_instance: str) -> set[Lsn]:
+    """The commit LSNs of the transactions that have change rows of ``capture_instance``."""
+    rows = fetch_all(conn, CHANGE_LSNS_QUERY.format(change_table=change_table(capture_instance)))
+    return {Lsn.from_bytes(lsn) for (lsn,) in rows}
 
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-functions/cdc-fn-cdc-get-all-changes-capture-instance-transact-sql

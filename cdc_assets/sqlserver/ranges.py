@@ -28,6 +28,7 @@ __all__ = [
     "last_transaction_lsn",
     "plan_next_range",
     "range_stats",
+    "transaction_commits",
 ]
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-lsn-time-mapping-transact-sql
@@ -88,6 +89,18 @@ def last_transaction_lsn(conn: DbapiConnection) -> Lsn | None:
     """The commit LSN of the newest captured transaction; None before the first one."""
     value = fetch_value(conn, LAST_TRANSACTION_QUERY)
     return None if value is None else Lsn.from_bytes(value)
+
+
+COMMITS_QUERY = """
+SELECT start_lsn, tran_end_time FROM cdc.lsn_time_mapping
+WHERE start_lsn > ? AND tran_id <> 0x00 ORDER BY start_lsn
+"""
+
+
+def transaction_commits(conn: DbapiConnection, after: Lsn) -> list[tuple[Lsn, dt.datetime]]:
+    """Commit LSN and commit time (server local time) of every captured transaction above
+    ``after``, in LSN order."""
+    return [(Lsn.from_bytes(lsn), when) for lsn, when in fetch_all(conn, COMMITS_QUERY, after.raw)]
 
 
 def committed_before(conn: DbapiConnection, seconds: float) -> Lsn | None:

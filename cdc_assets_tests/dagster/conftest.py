@@ -15,7 +15,6 @@ from dagster import (
     Definitions,
     ExecuteInProcessResult,
     RunRequest,
-    build_sensor_context,
     instance_for_test,
     materialize,
 )
@@ -25,15 +24,21 @@ from pyspark.sql import DataFrame, SparkSession
 from cdc_assets import emulator
 from cdc_assets.config import parse_config
 from cdc_assets.dagster.definitions_builder import build_definitions
+from cdc_assets.dagster.in_process import (
+    QUIET_RUN_CONFIG,
+    evaluate_sensor,
+    execute_request,
+    tick_sensor,
+)
 from cdc_assets.dagster.mirror import mirror_lsn
-from cdc_assets.dagster.names import sensor_name, sync_job_name
+from cdc_assets.dagster.names import sync_job_name
 from cdc_assets.dagster.source import Source, Table, load_source
 from cdc_assets.emulator.workload import DEMO_TABLES, TableDef, Workload, create_demo_database
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import sqlserver_source
 
 SOURCE = "shop"
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+QUIET = QUIET_RUN_CONFIG
 
 
 @dataclass
@@ -60,45 +65,17 @@ class SyncHarness:
 
     def tick(self) -> SensorExecutionData:
         """One evaluation of the real sensor on the real instance; partition requests applied."""
-        data = self.evaluate()
+        data = tick_sensor(self.defs, self.instance, SOURCE, self.cursor)
         self.cursor = data.cursor
-        for request in data.dynamic_partitions_requests or []:
-            self.instance.add_dynamic_partitions(
-                request.partitions_def_name, list(request.partition_keys or [])
-            )
         return data
 
     def evaluate(self) -> SensorExecutionData:
         """One evaluation of the real sensor from the current cursor (which it leaves alone)."""
-        sensor = self.defs.resolve_sensor_def(sensor_name(SOURCE))
-        # The instance ref is what the daemon passes too: run requests for dynamic partitions
-        # are validated against the instance's keys plus the tick's own additions.
-        context = build_sensor_context(
-            instance=self.instance,
-            instance_ref=self.instance.get_ref(),
-            definitions=self.defs,
-            cursor=self.cursor,
-            sensor_name=sensor_name(SOURCE),
-        )
-        return sensor.evaluate_tick(context)
+        return evaluate_sensor(self.defs, self.instance, SOURCE, self.cursor)
 
     def execute(self, request: RunRequest) -> ExecuteInProcessResult:
-        job = self.defs.resolve_job_def(self.job_name)
-        selection = request.asset_selection
-        if request.asset_check_keys is not None:  # as the daemon launches it: these checks only
-            job = job.get_subset(
-                asset_selection=set(selection or []),
-                asset_check_selection=set(request.asset_check_keys),
-            )
-            selection = None
-        result = job.execute_in_process(
-            instance=self.instance,
-            partition_key=request.partition_key,
-            asset_selection=selection,
-            tags=request.tags,
-            run_config=QUIET,
-            raise_on_error=False,
-        )
+        """The run ``request`` asks for, as the daemon launches it."""
+        result = execute_request(self.defs.resolve_job_def(self.job_name), self.instance, request)
         self.results.append(result)
         return result
 

@@ -45,7 +45,6 @@ EXIT_NOT_KILLED_SUCCESS = 3
 EXIT_NOT_KILLED_FAILURE = 4
 EXIT_NO_GO = 5
 GO_TIMEOUT = 600.0
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 def _say(text: str) -> None:
@@ -200,6 +199,7 @@ def main(argv: list[str]) -> int:
 
     from cdc_assets.config import parse_config
     from cdc_assets.dagster.definitions_builder import build_definitions
+    from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG
     from cdc_assets.dagster.names import sync_job_name
     from cdc_assets.dagster.source import load_source
     from cdc_assets.spark.session import build_spark_session
@@ -226,7 +226,7 @@ def main(argv: list[str]) -> int:
             instance=instance,
             partition_key=go["partition_key"],
             tags=go["tags"],
-            run_config=QUIET,
+            run_config=QUIET_RUN_CONFIG,
             raise_on_error=False,
         )
     _say(f"kill point {spec['stage']} #{spec['nth']} not reached; success={result.success}")

@@ -167,7 +167,12 @@ def test_definitions_per_demo_table(demo_config: Path) -> None:
     assert set(graph.get_all_asset_keys()) == expected
     # "order lines" is not a valid key part: it becomes order_lines_<short hash>.
     assert re.fullmatch(r"order_lines_[0-9a-f]{6}", key_part("order lines"))
-    assert AssetKey(["cdc", SOURCE, "dbo", key_part("order lines")]) in expected
+    assert AssetKey(["cdc", SOURCE, "dbo", f"{key_part('order lines')}_changes"]) in expected
+    # The three stages of a table read differently by their last key part (the box title in
+    # the lineage graph, the name in the catalog).
+    assert AssetKey(["mirror", SOURCE, "dbo", "orders_mirror"]) in expected
+    titles = [k.path[-1] for k in expected if k.path[-1].startswith("orders")]
+    assert sorted(titles) == ["orders", "orders_changes", "orders_mirror"], titles
     assert AssetKey(["sqlserver", SOURCE, "dbo", "customers"]) in expected
 
     for schema, name in tables:
@@ -179,9 +184,17 @@ def test_definitions_per_demo_table(demo_config: Path) -> None:
         assert checks == {"at_chain_end", "reconcile"}, mirror.to_user_string()
 
     job = defs.resolve_job_def(sync_job_name(SOURCE))
-    # The sync job runs the change logs (with their blocking checks) and the mirrors; the
-    # mirror and capture checks run on demand.
-    assert {n.name for n in job.graph.nodes} == {f"{SOURCE}_change_logs", f"{SOURCE}_mirrors"}
+    # The sync job runs the change logs (with their blocking checks), the mirrors, and the
+    # cheap checks (at_chain_end, capture_health); reconcile runs in the scheduled health job.
+    assert {n.name for n in job.graph.nodes} == {
+        f"{SOURCE}_change_logs",
+        f"{SOURCE}_mirrors",
+        f"{SOURCE}_mirror_checks",
+        f"{SOURCE}_capture_health",
+    }
+    in_sync = {(k.asset_key.path[0], k.name) for k in job.asset_layer.asset_graph.asset_check_keys}
+    assert ("mirror", "reconcile") not in in_sync
+    assert {("mirror", "at_chain_end"), ("cdc", "capture_health")} <= in_sync
     assert job.name == "demo_sync"
     sensor = defs.resolve_sensor_def(sensor_name(SOURCE))
     assert sensor.name == "demo_sync_sensor"

@@ -17,11 +17,11 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import DataFrame, SparkSession
 
+from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG
 from cdc_assets.dagster.io_manager import CURRENT_LAYOUT, LAYOUT, SparkParquetIOManager, StoredFrame
 from cdc_assets.spark.asset_store import AssetStore
 
 PARTS = StaticPartitionsDefinition(["a", "b", "c"])
-QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 REFUSE: dict[str, bool] = {"now": False}
 
 
@@ -82,7 +82,7 @@ def test_partitions_loads_and_layouts(
             partition_key=part,
             resources=resources,
             instance=instance,
-            run_config=QUIET,
+            run_config=QUIET_RUN_CONFIG,
         )
         assert result.success
         metadata = result.asset_materializations_for_node("numbers")[0].metadata
@@ -100,7 +100,7 @@ def test_partitions_loads_and_layouts(
         selection=[total],
         resources=resources,
         instance=instance,
-        run_config=QUIET,
+        run_config=QUIET_RUN_CONFIG,
     )
     assert result.success
     counts = {r.part: r["count"] for r in store.read(spark, ["total"], None).collect()}
@@ -113,7 +113,11 @@ def test_refused_publication_keeps_the_previous_version(
     instance = DagsterInstance.ephemeral()
     store = AssetStore(tmp_path)
     assert materialize(
-        [numbers], partition_key="a", resources=resources, instance=instance, run_config=QUIET
+        [numbers],
+        partition_key="a",
+        resources=resources,
+        instance=instance,
+        run_config=QUIET_RUN_CONFIG,
     ).success
     first = store.current_version(["numbers"], "a")
     REFUSE["now"] = True
@@ -123,7 +127,7 @@ def test_refused_publication_keeps_the_previous_version(
             partition_key="a",
             resources=resources,
             instance=instance,
-            run_config=QUIET,
+            run_config=QUIET_RUN_CONFIG,
             raise_on_error=False,
         )
     finally:

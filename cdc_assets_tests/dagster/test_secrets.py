@@ -21,7 +21,6 @@ from dagster import (
     DagsterInstance,
     Definitions,
     ExecuteInProcessResult,
-    build_sensor_context,
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 from dagster._serdes import serialize_value
@@ -31,7 +30,8 @@ from pyspark.sql import SparkSession
 from cdc_assets import emulator
 from cdc_assets.config import parse_config
 from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, sensor_name, sync_job_name
+from cdc_assets.dagster.in_process import apply_partition_requests, evaluate_sensor, execute_request
+from cdc_assets.dagster.names import SNAPSHOT_PARTITION, sync_job_name
 from cdc_assets.dagster.source import Source, select_tables
 from cdc_assets.emulator.workload import create_demo_database
 from cdc_assets.spark import versioned_parquet
@@ -46,7 +46,7 @@ from cdc_assets_tests.support.fake_tds import (
     has_freetds,
 )
 
-from .conftest import QUIET, SOURCE
+from .conftest import SOURCE
 
 NEEDLES = [
     *(s.encode(codec) for s in (SECRET, FRAGMENT) for codec in ("utf-8", "utf-16-le")),
@@ -134,34 +134,18 @@ def test_password_reaches_no_dagster_storage(
     texts: dict[str, str] = {}
     with FakeTdsServer("login_failed") as server:
         source, defs = _odbc_source(tmp_path, server.port)
-        sensor = defs.resolve_sensor_def(sensor_name(SOURCE))
 
         def tick() -> SensorExecutionData:
-            context = build_sensor_context(
-                instance=instance,
-                instance_ref=instance.get_ref(),
-                definitions=defs,
-                sensor_name=sensor_name(SOURCE),
-            )
-            return sensor.evaluate_tick(context)
+            return evaluate_sensor(defs, instance, SOURCE)
 
         # 1. no snapshot yet: the tick requests the snapshot run without logging in
         data = tick()
         [request] = data.run_requests
         assert request.partition_key == SNAPSHOT_PARTITION and server.logins == []
-        for add in data.dynamic_partitions_requests or []:
-            instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys or []))
+        apply_partition_requests(instance, data)
 
         # 2. the snapshot run logs in, is refused, and fails with the login failure
-        job = defs.resolve_job_def(sync_job_name(SOURCE))
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=SNAPSHOT_PARTITION,
-            asset_selection=request.asset_selection,
-            tags=request.tags,
-            run_config=QUIET,
-            raise_on_error=False,
-        )
+        result = execute_request(defs.resolve_job_def(sync_job_name(SOURCE)), instance, request)
         assert not result.success
         texts["step failure"] = _step_failures(result)
         assert f"Login failed for user '{USER}'." in texts["step failure"], texts["step failure"]

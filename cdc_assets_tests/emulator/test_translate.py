@@ -111,6 +111,10 @@ def test_expressions(shop: Connection) -> None:
         start,
         end,
     ).fetchone() == (1, 1, 1, "[a]]b]", "dbo")
+    assert shop.execute(
+        "SELECT OBJECT_NAME(OBJECT_ID(N'dbo.sales')), SCHEMA_ID(N'dbo'), SCHEMA_ID(), "
+        "SCHEMA_NAME(), SCHEMA_NAME(SCHEMA_ID(N'sys'))"
+    ).fetchone() == ("sales", 1, 1, "dbo", "sys")
     shop.execute("UPDATE sales SET amount = amount * 1.1, flag = 1 WHERE customer_id = ?", 1)
     assert shop.execute("SELECT amount FROM sales WHERE id = 1").fetchone()[0] == Decimal("11.55")
 

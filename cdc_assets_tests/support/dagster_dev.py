@@ -1,9 +1,11 @@
 """A real ``dagster dev`` (webserver, daemon, code server, run workers) on an emulated source, for
-tests that drive it from outside as a user would: started in a process group of its own, stopped
-with one Ctrl-C to the group (then TERM and KILL), nothing left behind."""
+the tests and the benchmarks that drive it from outside as a user would: started in a process
+group of its own, stopped with one Ctrl-C to the group (then TERM and KILL), nothing left behind.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,7 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,78 @@ from cdc_assets_tests.support.net import free_port
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
 T = TypeVar("T")
+
+
+class ProcessGroup:
+    """A command in a process group of its own; :meth:`stop` ends every process of the group."""
+
+    def __init__(
+        self, args: Sequence[str], log: Path, env: dict[str, str] | None, cwd: Path
+    ) -> None:
+        self.log = log
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                list(args),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        self.pgid = self.proc.pid
+
+    def members(self) -> list[str]:
+        """``pid command`` of each live process of the group (zombies count as gone)."""
+        out = subprocess.run(
+            ["ps", "-eo", "pgid=,pid=,stat=,args="], capture_output=True, text=True, check=False
+        ).stdout
+        found = []
+        for line in out.splitlines():
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[0] == str(self.pgid) and not parts[2].startswith("Z"):
+                found.append(f"{parts[1]} {parts[3][:70] if len(parts) > 3 else ''}")
+        return found
+
+    def send(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    def stop(self, patience: float, first: int = signal.SIGINT) -> str:
+        """``first`` to the group, ``patience`` s for all of it to exit, then TERM and KILL;
+        returns what had to be killed ('' when the group exited on ``first``)."""
+        self.send(first)
+        deadline = time.monotonic() + patience
+        while self.members() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = self.members()
+        if left:
+            self.send(signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while self.members() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.send(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+        return "; ".join(left)
+
+    def tail(self, lines: int = 15) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+
+def dagster_dev_command(port: int, workspace: Path = ROOT / "workspace.yaml") -> list[str]:
+    return [str(DAGSTER), "dev", "-w", str(workspace), "-h", "127.0.0.1", "-p", str(port)]
+
+
+def server_answers(url: str) -> bool:
+    """The Dagster webserver at ``url`` answers."""
+    try:
+        with urllib.request.urlopen(f"{url}/server_info", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path) -> T:
@@ -45,7 +119,7 @@ class DagsterDev:
     url: str
     home: Path
     log: Path
-    process: subprocess.Popen[bytes]
+    group: ProcessGroup
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
@@ -58,11 +132,7 @@ class DagsterDev:
         return result["data"]
 
     def answering(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/server_info", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
+        return server_answers(self.url)
 
 
 def write_project(
@@ -118,26 +188,8 @@ def dagster_dev(
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(DAGSTER),
-                "dev",
-                "-w",
-                str(ROOT / "workspace.yaml"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    dev = DagsterDev(f"http://127.0.0.1:{port}", home, log, process)
+    group = ProcessGroup(dagster_dev_command(port), log, env, ROOT)
+    dev = DagsterDev(f"http://127.0.0.1:{port}", home, log, group)
     try:
         wait_for("the Dagster webserver", dev.answering, timeout, log)
         wait_for("the code location to load", lambda: _location_loaded(dev), timeout, log)
@@ -145,7 +197,7 @@ def dagster_dev(
         dev.graphql("mutation { setNuxSeen }")
         yield dev
     finally:
-        _stop_group(process)
+        group.stop(60)
 
 
 def _location_loaded(dev: DagsterDev) -> bool:
@@ -159,32 +211,3 @@ def _location_loaded(dev: DagsterDev) -> bool:
         if error and error["__typename"] == "PythonError":
             raise AssertionError(f"the code location failed to load: {error['message']}")
     return bool(entries) and all(e["loadStatus"] == "LOADED" for e in entries)
-
-
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    for sig, patience in ((signal.SIGINT, 60), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + patience
-        while time.monotonic() < deadline:
-            if not _group_alive(process.pid):
-                process.wait(timeout=5)
-                return
-            process.poll()
-            time.sleep(0.2)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    # zombies of the group count as gone
-    out = subprocess.run(["ps", "-eo", "pgid=,stat="], capture_output=True, text=True).stdout
-    return any(
-        line.split()[0] == str(pgid) and not line.split()[1].startswith("Z")
-        for line in out.splitlines()
-        if line.strip()
-    )

@@ -46,8 +46,8 @@ CHROMIUM_ARGS = [
 ]
 ORDERS = {
     "sqlserver": "sqlserver/demo/dbo/orders",
-    "cdc": "cdc/demo/dbo/orders",
-    "mirror": "mirror/demo/dbo/orders",
+    "cdc": "cdc/demo/dbo/orders_changes",
+    "mirror": "mirror/demo/dbo/orders_mirror",
     "downstream": "analytics/demo/daily_orders",
 }
 
@@ -141,9 +141,10 @@ def _graph_nodes(page: Any) -> dict[str, float]:
         links = " ".join(node["links"])
         if node["external"] and node["name"] == "orders":
             found["sqlserver"] = node["x"]
-        elif f"/assets/{ORDERS['cdc']}" in links:
+        # The box titles say the stage (the last key part): orders, orders_changes, orders_mirror.
+        elif f"/assets/{ORDERS['cdc']}" in links and node["name"] == "orders_changes":
             found["cdc"] = node["x"]
-        elif f"/assets/{ORDERS['mirror']}" in links:
+        elif f"/assets/{ORDERS['mirror']}" in links and node["name"] == "orders_mirror":
             found["mirror"] = node["x"]
         elif node["name"] == "daily_orders":
             found["downstream"] = node["x"]
@@ -230,7 +231,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
 
         # The same range was read for the other tables: its metadata reads as a time range with
         # rows per operation and lag, and the numeric entries are plotted.
-        customers = "cdc/demo/dbo/customers"
+        customers = "cdc/demo/dbo/customers_changes"
         page.goto(f"{dev.url}/assets/{customers}?view=events")
         for text in ("lsn_range", "commit_time_range", "rows_insert", "lag_seconds"):
             page.get_by_text(text, exact=True).filter(visible=True).first.wait_for()
