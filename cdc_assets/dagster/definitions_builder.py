@@ -17,7 +17,7 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from cdc_assets.config import ProjectConfig
-from cdc_assets.spark.session import session_options, use_this_python_for_workers
+from cdc_assets.spark.session import remote_url, session_options, use_this_python_for_workers
 
 from .change_log import build_change_logs
 from .examples import build_examples
@@ -41,7 +41,7 @@ def spark_resource(config: ProjectConfig) -> LazyPySparkResource:
     return LazyPySparkResource(
         spark_config=session_options(
             master=config.spark.master,
-            remote=config.spark.remote,
+            remote=remote_url(config.spark.remote),
             conf=config.spark.conf,
             storage_path=str(config.storage.base_path),
         )

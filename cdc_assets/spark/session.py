@@ -42,6 +42,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "4",
 }
 
+# Another Spark Connect server than spark.remote of the config names (make demo's DEMO_SPARK_PORT).
+REMOTE_ENV = "CDC_ASSETS_SPARK_REMOTE"
 JARS_ENV = "CDC_ASSETS_JARS"  # another folder holding the jars (default: see jars_folder)
 DELTA_JARS = ("delta-spark_4.2_2.13-4.4.0.jar", "delta-storage-4.4.0.jar")
 INSTALL_COMMAND = "bash scripts/install_jars.sh (or make setup)"
@@ -100,6 +102,11 @@ def use_this_python_for_workers() -> None:
     """Point ``PYSPARK_PYTHON`` (and the driver's) at this interpreter unless the user set it."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def remote_url(configured: str | None) -> str | None:
+    """The Spark Connect URL to use: :data:`REMOTE_ENV` when set, else ``spark.remote``."""
+    return os.environ.get(REMOTE_ENV) or configured
 
 
 def session_options(
