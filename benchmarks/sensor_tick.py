@@ -54,8 +54,13 @@ from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name, sensor
 from cdc_assets.dagster.source import Source, load_source
 from cdc_assets.emulator import dbapi as emulator_dbapi
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.spark import versioned_parquet
-from cdc_assets.spark.asset_store import PROPERTIES_FILE
+from cdc_assets.spark.asset_store import (
+    PARTITION_COLUMN,
+    PROPERTIES_COLUMN,
+    WRITE_ID,
+    AssetStore,
+    delta_rs_uri,
+)
 from cdc_assets.sqlserver import get_max_lsn
 
 TARGET_TICK = 1.0
@@ -137,12 +142,40 @@ def max_lsn(db: Path) -> Lsn:
         conn.close()
 
 
-def publish(location: Path, name: str, properties: dict[str, Any]) -> None:
-    """A published version as AssetStore.write leaves it (properties only, no Parquet)."""
-    version = location / name
-    version.mkdir(parents=True)
-    (version / PROPERTIES_FILE).write_text(json.dumps(properties, sort_keys=True))
-    versioned_parquet.switch_pointer(location, name)
+def publish(
+    store: AssetStore, key_path: list[str], partition: str | None, properties: dict
+) -> None:
+    """A commit as AssetStore.write leaves it (properties only, no rows), written with delta-rs
+    so that the benchmark needs no Spark."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, write_deltalake
+
+    text = json.dumps(properties, sort_keys=True)
+    uri = delta_rs_uri(store.location(key_path))
+    if partition is None:
+        data = pa.table({"id": pa.array([], pa.int32())})
+        mode = "overwrite"
+        extra: dict[str, Any] = {}
+    else:
+        data = pa.table(
+            {
+                "id": pa.array([None], pa.int32()),
+                PARTITION_COLUMN: [partition],
+                PROPERTIES_COLUMN: [text],
+            }
+        )
+        mode = "overwrite"
+        extra = {
+            "partition_by": [PARTITION_COLUMN],
+            "predicate": f"{PARTITION_COLUMN} = '{partition}'",
+        }
+    write_deltalake(
+        uri,
+        data,
+        mode=mode,
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
+        **extra,
+    )
 
 
 def publish_chain(source: Source, snapshot_lsn: Lsn, end: Lsn) -> str:
@@ -150,11 +183,12 @@ def publish_chain(source: Source, snapshot_lsn: Lsn, end: Lsn) -> str:
     table; returns the range key."""
     store = source.store
     lsn_range = LsnRange(snapshot_lsn, end)
-    snap_version = f"{versioned_parquet.VERSION_PREFIX}{1:020d}-bench000"
+    snap_version = "bench-snapshot"
     for table in source.tables:
         publish(
-            store.location(table.change_log_key.path, SNAPSHOT_PARTITION),
-            snap_version,
+            store,
+            table.change_log_key.path,
+            SNAPSHOT_PARTITION,
             {
                 "kind": SNAPSHOT_PARTITION,
                 "capture_instance": table.instance.name,
@@ -162,22 +196,26 @@ def publish_chain(source: Source, snapshot_lsn: Lsn, end: Lsn) -> str:
                 "replay_from": snapshot_lsn.hex,
                 "snapshot_lsn": snapshot_lsn.hex,
                 "rows": 0,
+                WRITE_ID: snap_version,
             },
         )
         publish(
-            store.location(table.change_log_key.path, lsn_range.key),
-            f"{versioned_parquet.VERSION_PREFIX}{2:020d}-bench000",
+            store,
+            table.change_log_key.path,
+            lsn_range.key,
             {
                 "kind": "range",
                 "lo": lsn_range.lo.hex,
                 "hi": lsn_range.hi.hex,
                 "rows": 0,
                 "coverage": {"ok": True, "reason": ""},
+                WRITE_ID: "bench-range",
             },
         )
         publish(
-            store.location(table.mirror_key.path, None),
-            f"{versioned_parquet.VERSION_PREFIX}{3:020d}-bench000",
+            store,
+            table.mirror_key.path,
+            None,
             {
                 "kind": "mirror",
                 "lsn": end.hex,

@@ -249,7 +249,12 @@ class SourceConfig(_Model):
 
 
 class StorageConfig(_Model):
-    base_path: Path = Field(description="Directory under which every asset's Parquet is stored.")
+    base_path: str = Field(
+        min_length=1,
+        description="Where every asset's Delta table is stored: a directory, or a Hadoop "
+        "file-system URI (file://, s3a://bucket/prefix, abfss://...; credentials from the "
+        "environment, never this file).",
+    )
 
 
 class SparkConfig(_Model):
@@ -372,7 +377,11 @@ def _resolve_paths(data: Any, base_dir: Path) -> Any:
         return data
     data = dict(data)
     storage = data.get("storage")
-    if isinstance(storage, dict) and isinstance(storage.get("base_path"), str):
+    if (
+        isinstance(storage, dict)
+        and isinstance(storage.get("base_path"), str)
+        and "://" not in storage["base_path"]
+    ):
         storage = dict(storage, base_path=str(base_dir / Path(storage["base_path"]).expanduser()))
         data["storage"] = storage
     sources = data.get("sources")

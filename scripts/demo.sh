@@ -20,7 +20,8 @@
 # DEMO_MAX_ROWS rows and the emulated CDC cleanup job keeps DEMO_RETENTION_MINUTES of changes.
 # Settings: DEMO_TPS (transactions per second, default 20), DEMO_ROWS (initial rows per table,
 # default 1000), DEMO_MAX_ROWS (default 3000), DEMO_RETENTION_MINUTES (default 10), DEMO_SEED
-# (default 0), DEMO_HOST (default 127.0.0.1), DEMO_PORT (default 3000).
+# (default 0), DEMO_HOST (default 127.0.0.1), DEMO_PORT (default 3000), DEMO_SPARK_PORT (the Spark
+# Connect server's; default: spark.remote's in cdc_assets.yaml, 15002).
 set -euo pipefail
 # Started in the background without job control (`make demo &`, a supervisor), this script and
 # everything it starts would ignore SIGINT; run it again with the default handlers, once.
@@ -262,7 +263,11 @@ fi
 
 # Warm Spark: the runs attach to this Spark Connect server (spark.remote in cdc_assets.yaml)
 # instead of each starting a Spark driver. Its own process group, stopped by cleanup after Dagster.
-if grep -qE '^[[:space:]]*remote:[[:space:]]*sc://' "$CDC_ASSETS_CONFIG"; then
+if [ -n "${DEMO_SPARK_PORT:-}" ]; then  # another port than cdc_assets.yaml's spark.remote
+  export CDC_ASSETS_SPARK_REMOTE="sc://127.0.0.1:$DEMO_SPARK_PORT"
+fi
+if [ -n "${CDC_ASSETS_SPARK_REMOTE:-}" ] ||
+  grep -qE '^[[:space:]]*remote:[[:space:]]*sc://' "$CDC_ASSETS_CONFIG"; then
   echo "demo: starting the Spark Connect server the runs attach to; log in $SPARK_LOG"
   setsid "${DEFAULT_SIGNALS[@]}" "$PY" -m cdc_assets.spark.connect_server \
     >"$SPARK_LOG" 2>&1 </dev/null &

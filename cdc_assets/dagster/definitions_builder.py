@@ -17,12 +17,12 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from cdc_assets.config import ProjectConfig
-from cdc_assets.spark.session import session_options, use_this_python_for_workers
+from cdc_assets.spark.session import remote_url, session_options, use_this_python_for_workers
 
 from .change_log import build_change_logs
 from .examples import build_examples
 from .health_checks import build_capture_checks
-from .io_manager import SparkParquetIOManager
+from .io_manager import SparkDeltaIOManager
 from .metadata import asset_tags, table_metadata
 from .mirror import build_mirrors
 from .mirror_checks import RECONCILE, build_mirror_checks
@@ -41,7 +41,7 @@ def spark_resource(config: ProjectConfig) -> LazyPySparkResource:
     return LazyPySparkResource(
         spark_config=session_options(
             master=config.spark.master,
-            remote=config.spark.remote,
+            remote=remote_url(config.spark.remote),
             conf=config.spark.conf,
             storage_path=str(config.storage.base_path),
         )
@@ -115,7 +115,7 @@ def build_definitions(config: ProjectConfig, sources: list[Source] | None = None
     pyspark = spark_resource(config)
     resources = {
         "pyspark": pyspark,
-        IO_MANAGER: SparkParquetIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
+        IO_MANAGER: SparkDeltaIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
     }
     return Definitions.merge(
         *(source_definitions(s) for s in sources),

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import hashlib
 import itertools
 import json
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from dagster import (
     AssetCheckKey,
@@ -303,6 +306,15 @@ def evaluate(
 LOCK_WAIT_SECONDS = 30.0
 
 
+def _lock_path(source: Source) -> Path:
+    storage = str(source.storage)
+    name = f".{source.name}.sync-sensor.lock"
+    if "://" not in storage or storage.startswith("file://"):
+        return Path(storage.removeprefix("file://")) / name
+    digest = hashlib.sha256(storage.encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / "cdc_assets" / f"{digest}{name}"
+
+
 @contextmanager
 def exclusive(source: Source) -> Iterator[bool]:
     """Holds the source's sensor lock (True), or gives up after ``LOCK_WAIT_SECONDS`` (False).
@@ -310,10 +322,12 @@ def exclusive(source: Source) -> Iterator[bool]:
     Dagster evaluates one sensor's ticks one at a time, but two daemons, or a tick and a manual
     evaluation, can overlap: each would plan ``(end, max]`` with its own max and add
     overlapping ranges. Under this lock an evaluation sees the partition the previous one added.
-    An advisory ``flock`` next to the source's storage: it serialises processes on one host or
-    sharing that volume.
+    An advisory ``flock`` next to the source's storage when that is a local directory: it
+    serialises processes on one host or sharing that volume. Storage on an object store (a URI)
+    has no files to lock: the lock file is then in the local temporary directory, which
+    serialises the evaluations of one host (the Dagster daemon's).
     """
-    path = source.storage / f".{source.name}.sync-sensor.lock"
+    path = _lock_path(source)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         deadline = time.monotonic() + LOCK_WAIT_SECONDS

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .session import session_conf, use_this_python_for_workers
+from .session import remote_url, session_conf, use_this_python_for_workers
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
@@ -52,6 +52,7 @@ def server_command(
 ) -> list[str]:
     """The ``spark-submit`` command line of a Connect server on ``host:port``."""
     settings = {
+        "spark.log.level": "WARN",  # not INFO lines for every client request in its log
         **session_conf(conf, storage_path=storage_path),
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
@@ -155,7 +156,8 @@ def _port_free(host: str, port: int) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Run a Spark Connect server for cdc_assets, on the address spark.remote of "
-        "the config names (default 127.0.0.1:15002), with its spark.master and spark.conf."
+        "the config (or CDC_ASSETS_SPARK_REMOTE) names (default 127.0.0.1:15002), with its "
+        "spark.master and spark.conf."
     )
     parser.add_argument("--config", default=None, help="the project config (default: as usual)")
     parser.add_argument("--port", type=int, default=None)
@@ -169,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cdc_assets.config import load_config
 
     config = load_config(args.config)
-    host, port = _address(config.spark.remote) or ("127.0.0.1", DEFAULT_PORT)
+    host, port = _address(remote_url(config.spark.remote)) or ("127.0.0.1", DEFAULT_PORT)
     host, port = args.host or host, args.port or port
     if args.wait:
         try:

@@ -12,7 +12,7 @@ instead of starting a Spark of its own.
 Delta Lake's jars are fetched by Maven when the project is installed (``scripts/install_jars.sh``)
 into ``<sys.prefix>/share/cdc_assets/jars`` and named on ``spark.jars``: nothing is downloaded when
 Spark starts. Storage on ``s3a://`` also needs hadoop-aws and the AWS SDK, kept apart in
-``.../jars-s3`` (fetched with ``CDC_ASSETS_S3_JARS=1``) and loaded only for such storage.
+``.../jars-s3`` (fetched by the same script) and loaded only for such storage.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "4",
 }
 
+# Another Spark Connect server than spark.remote of the config names (make demo's DEMO_SPARK_PORT).
+REMOTE_ENV = "CDC_ASSETS_SPARK_REMOTE"
 JARS_ENV = "CDC_ASSETS_JARS"  # another folder holding the jars (default: see jars_folder)
 DELTA_JARS = ("delta-spark_4.2_2.13-4.4.0.jar", "delta-storage-4.4.0.jar")
 INSTALL_COMMAND = "bash scripts/install_jars.sh (or make setup)"
@@ -79,8 +81,7 @@ def delta_jars(storage_path: str | None = None) -> list[str]:
         found = sorted(str(p) for p in s3.glob("*.jar")) if s3.is_dir() else []
         if not found:
             raise MissingJars(
-                f"storage on {storage_path} needs hadoop-aws jars in {s3}: run "
-                "CDC_ASSETS_S3_JARS=1 bash scripts/install_jars.sh"
+                f"storage on {storage_path} needs hadoop-aws jars in {s3}: run {INSTALL_COMMAND}"
             )
         jars += found
     return jars
@@ -101,6 +102,11 @@ def use_this_python_for_workers() -> None:
     """Point ``PYSPARK_PYTHON`` (and the driver's) at this interpreter unless the user set it."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def remote_url(configured: str | None) -> str | None:
+    """The Spark Connect URL to use: :data:`REMOTE_ENV` when set, else ``spark.remote``."""
+    return os.environ.get(REMOTE_ENV) or configured
 
 
 def session_options(
