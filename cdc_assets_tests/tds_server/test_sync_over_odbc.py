@@ -64,7 +64,7 @@ def harness(
     return built
 
 
-@pytest.mark.parametrize(("seed", "mode"), [(21, "auto")])  # "fuzzy": see the branch report
+@pytest.mark.parametrize(("seed", "mode"), [(21, "auto"), (22, "fuzzy")])
 def test_random_workload_through_odbc18_ends_with_mirrors_equal_to_the_source(
     tmp_path: Path,
     spark: SparkSession,
