@@ -50,7 +50,7 @@ from .names import IO_MANAGER, RESNAPSHOT_TAG, group_name
 from .partitions import parse_partition
 from .source import Source
 
-KINDS = {"sqlserver", "spark", "parquet"}
+KINDS = {"sqlserver", "spark", "delta"}
 
 
 def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -> AssetsDefinition:
