@@ -50,6 +50,7 @@ bench: setup
 		--no-deps --target $(BENCH_DEPS) "grpcio-status==$$($(PY) -c 'import grpc; print(grpc.__version__)')" \
 		googleapis-common-protos zstandard
 	$(PY) benchmarks/source_read.py $(if $(QUICK),--rows 20000)
+	$(PY) benchmarks/tds_wire.py $(if $(QUICK),--rows 20000)
 	$(PY) benchmarks/snapshot_end_to_end.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/change_range.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/mirror_merge.py $(if $(QUICK),--quick)
