@@ -137,6 +137,10 @@ def run_until_ui(command: str, clone: Path, env: dict[str, str], how: How) -> st
             except OSError:
                 time.sleep(1)
         assert process.poll() is None, f"{command} ended early:\n{log.read_text()}"
+        # The UI answers: the demo says so on its terminal within seconds (it polls too).
+        said = time.monotonic() + 30
+        while re.search(how.expect, log.read_text()) is None and time.monotonic() < said:
+            time.sleep(0.5)
         os.killpg(process.pid, signal.SIGINT)
         status = process.wait(timeout=180)
     finally:
@@ -159,6 +163,7 @@ def test_readme_commands_run_from_a_fresh_copy(tmp_path: Path) -> None:
     env.update(
         PYTHONPATH=str(clone),
         DEMO_PORT=str(free_port()),
+        DEMO_SPARK_PORT=str(free_port()),  # not 15002: a demo may run on this machine
         PYSPARK_PYTHON=str(clone / ".venv/bin/python"),
         PYSPARK_DRIVER_PYTHON=str(clone / ".venv/bin/python"),
     )

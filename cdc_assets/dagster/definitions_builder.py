@@ -17,7 +17,7 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from cdc_assets.config import ProjectConfig
-from cdc_assets.spark.session import session_conf, use_this_python_for_workers
+from cdc_assets.spark.session import remote_url, session_options, use_this_python_for_workers
 
 from .change_log import build_change_logs
 from .examples import build_examples
@@ -35,14 +35,16 @@ HEALTH_CRON = "*/5 * * * *"
 
 
 def spark_resource(config: ProjectConfig) -> LazyPySparkResource:
-    """Spark via dagster-pyspark: created on first use, with the project's session settings."""
+    """Spark via dagster-pyspark: created on first use, with the project's session settings; a
+    Spark Connect session when ``spark.remote`` is set (the run attaches to a warm server)."""
     use_this_python_for_workers()
     return LazyPySparkResource(
-        spark_config={
-            "spark.master": config.spark.master,
-            "spark.app.name": "cdc_assets",
-            **session_conf(config.spark.conf, storage_path=str(config.storage.base_path)),
-        }
+        spark_config=session_options(
+            master=config.spark.master,
+            remote=remote_url(config.spark.remote),
+            conf=config.spark.conf,
+            storage_path=str(config.storage.base_path),
+        )
     )
 
 
@@ -85,6 +87,7 @@ def source_definitions(source: Source) -> Definitions:
     health_job = define_asset_job(
         health_job_name(source.name),
         selection=reconcile | AssetSelection.checks(capture_checks),
+        executor_def=in_process_executor,  # one process (and at most one Spark) per run
         description=f"Health of source '{source.name}' while nothing else runs: the mirrors' row "
         "counts against the source (reconcile) and the CDC capture job (capture_health, which "
         "no sync run would check once capture has stopped and the max LSN stands still).",

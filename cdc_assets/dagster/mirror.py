@@ -13,7 +13,7 @@ the mirrors first.
 """
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -34,8 +34,9 @@ from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import mirror_store, sqlserver_source
 from cdc_assets.spark.asset_store import AssetStore, Published
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+from cdc_assets.spark.session import write_parallelism
 
-from .chain import ChainGap, range_partitions, ranges_covering
+from .chain import ChainGap, ranges_covering, recent_ranges
 from .change_log_state import snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame
 from .metadata import (
@@ -108,7 +109,11 @@ def _lag_now(p: dict[str, Any]) -> float:
 
 
 def _mirror_output(
-    spark: SparkSession, source: Source, table: Table, ranges: list[LsnRange], target: Lsn
+    spark: SparkSession,
+    source: Source,
+    table: Table,
+    ranges: Callable[[Lsn], Sequence[LsnRange]],
+    target: Lsn,
 ) -> tuple[StoredFrame | None, str]:
     """The new state of ``table``'s mirror at ``target``, or None and the reason to leave it."""
     snapshot = snapshot_info(source, table)
@@ -135,7 +140,7 @@ def _mirror_output(
         base = sqlserver_source.drop_snapshot_columns(snap)
         rebuilt = True
     try:
-        needed = ranges_covering(ranges, start, target)
+        needed = ranges_covering(ranges(start), start, target)
     except ChainGap as exc:
         raise Failure(
             f"{table.qualified_name}: cannot bring the mirror to {target.hex}: {exc}"
@@ -166,7 +171,7 @@ def _mirror_output(
                 merged = merge_keyed(base, changes, key_columns=keys, snapshot_lsn=start.raw)
             elif changes is not None:
                 merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
-            merged = merged.coalesce(max(1, spark.sparkContext.defaultParallelism))
+            merged = merged.coalesce(write_parallelism(spark))
             return mirror_store.rebuild(spark, store, key_path, merged, properties)
         if changes is None:
             published = mirror_store.record(spark, store, key_path, properties)
@@ -247,7 +252,17 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             context.log.info("mirrors move with range partitions; 'snapshot' has nothing to apply")
             return
         spark = context.resources.pyspark.spark_session
-        ranges = range_partitions(context.instance.get_dynamic_partitions(partitions.name))
+        read: dict[str, list[LsnRange]] = {}
+
+        def ranges(start: Lsn) -> list[LsnRange]:
+            """The range keys back to ``start`` (usually one page), read once per run unless a
+            mirror lags further behind than the first read reached."""
+            known = read.get("ranges")
+            if known is None or not any(r.lo <= start for r in known):
+                known = recent_ranges(context.instance, partitions.name, reach=start)
+                read["ranges"] = known
+            return known
+
         for key in sorted(k for k in context.selected_asset_keys if k in by_key):
             table = by_key[key]
             snapshot = snapshot_info(source, table)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dagster import (
@@ -161,8 +162,12 @@ def make_harness(
     on_gap: str = "resnapshot",
     owners: tuple[str, ...] = (),
     examples: tuple[str, ...] = (),
+    retain_ranges: int | str = "1d",
     storage: str | None = None,
+    connection: dict[str, Any] | None = None,
 ) -> SyncHarness:
+    """``connection``: the source's ``connection:`` config (default: the emulator file itself;
+    the TDS tests give an ``odbc:`` one reaching the same file through a real driver)."""
     db = tmp_path / "source.db"
     conn = emulator.connect(str(db), autocommit=True)
     workload = create_demo_database(
@@ -174,8 +179,12 @@ def make_harness(
             "sources": [
                 {
                     "name": SOURCE,
-                    "connection": {"emulator": {"path": str(db)}},
-                    "sync": {"max_transactions_per_range": max_transactions, "on_gap": on_gap},
+                    "connection": connection or {"emulator": {"path": str(db)}},
+                    "sync": {
+                        "max_transactions_per_range": max_transactions,
+                        "on_gap": on_gap,
+                        "retain_ranges": retain_ranges,
+                    },
                     "snapshot": {"mode": snapshot_mode, "chunk_rows": chunk_rows},
                     "owners": list(owners),
                 }
