@@ -28,6 +28,7 @@ built databases there for the next run.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sqlite3
@@ -53,8 +54,13 @@ from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name, sensor
 from cdc_assets.dagster.source import Source, load_source
 from cdc_assets.emulator import dbapi as emulator_dbapi
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.spark import versioned_parquet
-from cdc_assets.spark.asset_store import PROPERTIES_FILE
+from cdc_assets.spark.asset_store import (
+    PARTITION_COLUMN,
+    PROPERTIES_COLUMN,
+    WRITE_ID,
+    AssetStore,
+    delta_rs_uri,
+)
 from cdc_assets.sqlserver import get_max_lsn
 
 TARGET_TICK = 1.0
@@ -136,12 +142,40 @@ def max_lsn(db: Path) -> Lsn:
         conn.close()
 
 
-def publish(location: Path, name: str, properties: dict[str, Any]) -> None:
-    """A published version as AssetStore.write leaves it (properties only, no Parquet)."""
-    version = location / name
-    version.mkdir(parents=True)
-    (version / PROPERTIES_FILE).write_text(json.dumps(properties, sort_keys=True))
-    versioned_parquet.switch_pointer(location, name)
+def publish(
+    store: AssetStore, key_path: list[str], partition: str | None, properties: dict
+) -> None:
+    """A commit as AssetStore.write leaves it (properties only, no rows), written with delta-rs
+    so that the benchmark needs no Spark."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, write_deltalake
+
+    text = json.dumps(properties, sort_keys=True)
+    uri = delta_rs_uri(store.location(key_path))
+    if partition is None:
+        data = pa.table({"id": pa.array([], pa.int32())})
+        mode = "overwrite"
+        extra: dict[str, Any] = {}
+    else:
+        data = pa.table(
+            {
+                "id": pa.array([None], pa.int32()),
+                PARTITION_COLUMN: [partition],
+                PROPERTIES_COLUMN: [text],
+            }
+        )
+        mode = "overwrite"
+        extra = {
+            "partition_by": [PARTITION_COLUMN],
+            "predicate": f"{PARTITION_COLUMN} = '{partition}'",
+        }
+    write_deltalake(
+        uri,
+        data,
+        mode=mode,
+        commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
+        **extra,
+    )
 
 
 def publish_chain(source: Source, snapshot_lsn: Lsn, end: Lsn) -> str:
@@ -149,11 +183,12 @@ def publish_chain(source: Source, snapshot_lsn: Lsn, end: Lsn) -> str:
     table; returns the range key."""
     store = source.store
     lsn_range = LsnRange(snapshot_lsn, end)
-    snap_version = f"{versioned_parquet.VERSION_PREFIX}{1:020d}-bench000"
+    snap_version = "bench-snapshot"
     for table in source.tables:
         publish(
-            store.location(table.change_log_key.path, SNAPSHOT_PARTITION),
-            snap_version,
+            store,
+            table.change_log_key.path,
+            SNAPSHOT_PARTITION,
             {
                 "kind": SNAPSHOT_PARTITION,
                 "capture_instance": table.instance.name,
@@ -161,22 +196,26 @@ def publish_chain(source: Source, snapshot_lsn: Lsn, end: Lsn) -> str:
                 "replay_from": snapshot_lsn.hex,
                 "snapshot_lsn": snapshot_lsn.hex,
                 "rows": 0,
+                WRITE_ID: snap_version,
             },
         )
         publish(
-            store.location(table.change_log_key.path, lsn_range.key),
-            f"{versioned_parquet.VERSION_PREFIX}{2:020d}-bench000",
+            store,
+            table.change_log_key.path,
+            lsn_range.key,
             {
                 "kind": "range",
                 "lo": lsn_range.lo.hex,
                 "hi": lsn_range.hi.hex,
                 "rows": 0,
                 "coverage": {"ok": True, "reason": ""},
+                WRITE_ID: "bench-range",
             },
         )
         publish(
-            store.location(table.mirror_key.path, None),
-            f"{versioned_parquet.VERSION_PREFIX}{3:020d}-bench000",
+            store,
+            table.mirror_key.path,
+            None,
             {
                 "kind": "mirror",
                 "lsn": end.hex,
@@ -271,11 +310,55 @@ def add_partitions(instance: DagsterInstance, source: Source, keys: list[str]) -
     instance.add_dynamic_partitions(partitions_name(source.name), keys)
 
 
+def old_chain(count: int) -> list[str]:
+    """``count`` contiguous range keys below any LSN the emulator assigns (an old chain)."""
+    return [
+        LsnRange(Lsn.from_parts(0, i + 1, 0), Lsn.from_parts(0, i + 2, 0)).key for i in range(count)
+    ]
+
+
+def run_partitions(keys: list[int], tables: int, workdir: Path) -> list[tuple[int, str, float]]:
+    """The idle and new-range ticks of a source with ``tables`` tables when ``k`` range
+    partitions exist already, for each ``k`` of ``keys`` (issue 17: O(1) in the partitions)."""
+    rows: list[tuple[int, str, float]] = []
+    for count in keys:
+        directory = workdir / f"partitions_{count}"
+        directory.mkdir()
+        db = directory / "source.db"
+        build_source_db(db, tables)
+        config = _common.project_config(directory, db)
+        source = load_source(config.sources[0], config.storage.base_path)
+        defs = build_definitions(config, [source])
+        partitions = defs.resolve_job_def(f"{source.name}_sync").partitions_def
+        with instance_for_test() as instance:
+            old = old_chain(count)
+            for start in range(0, len(old), 10_000):
+                add_partitions(instance, source, old[start : start + 10_000])
+            snapshot_lsn = max_lsn(db)
+            end = one_transaction(db)
+            add_partitions(
+                instance, source, [SNAPSHOT_PARTITION, publish_chain(source, snapshot_lsn, end)]
+            )
+
+            tick = functools.partial(sync_sensor.evaluate, instance, source, partitions)
+            for state in ("idle", "new range"):
+                if state == "new range":
+                    one_transaction(db)
+                _, seconds, _, _ = measure(tick)
+                rows.append((count, state, seconds))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", default="1,100,1000", help="table counts (1,100,1000)")
     parser.add_argument("--quick", action="store_true", help="1, 10 and 100 tables")
     parser.add_argument("--profile", action="store_true", help="profile the largest size's ticks")
+    parser.add_argument(
+        "--partitions",
+        default="10,100000",
+        help="existing range partitions for the partition-count ticks (10,100000; '' skips)",
+    )
     parser.add_argument(
         "--cache",
         type=Path,
@@ -314,6 +397,22 @@ def main(argv: list[str] | None = None) -> int:
         f"{'met' if worst <= TARGET_TICK else 'MISSED'}; definitions load {load:.2f} s "
         f"(target <= {TARGET_LOAD} s) {'met' if load <= TARGET_LOAD else 'MISSED'}"
     )
+    counts_keys = [int(x) for x in args.partitions.split(",") if x]
+    if counts_keys:
+        with tempfile.TemporaryDirectory(prefix="cdc_assets_bench_") as directory:
+            by_keys = run_partitions(counts_keys, 10, Path(directory))
+        print(f"\nsensor tick against existing range partitions (10 tables; median of {REPEAT}):")
+        print(f"  {'partitions':>10} {'state':<10} {'s/tick':>7}")
+        for keys, state, seconds in by_keys:
+            print(f"  {keys:>10} {state:<10} {seconds:7.3f}")
+        most = max(counts_keys)
+        worst = max(seconds for keys, _, seconds in by_keys if keys == most)
+        least = max(seconds for keys, _, seconds in by_keys if keys == min(counts_keys))
+        print(
+            f"with {most} existing range partitions: slowest tick {worst:.3f} s (target <= "
+            f"{TARGET_TICK} s) {'met' if worst <= TARGET_TICK else 'MISSED'}; "
+            f"{worst / least:.2f}x the tick at {min(counts_keys)}"
+        )
     for state, text in largest["profiles"].items():
         print(f"\nevaluate_tick() at {counts[-1]} tables, state '{state}', under cProfile:")
         print(text)

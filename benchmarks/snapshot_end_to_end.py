@@ -6,7 +6,8 @@ enabled, so capture has nothing to copy), then times, on one warm local[2] Spark
 (a) the project: the ``snapshot`` partition of the table's change log materialized through the real
     Dagster definitions (``build_definitions``, the sync job with the change log selected, on an
     ``instance_for_test`` instance; ``snapshot.chunk_rows`` = ``--chunk-rows``): the key ranges read
-    by Spark tasks through the Python data source, written as Parquet, finalized and published;
+    by Spark tasks through the Python data source, held once (localCheckpoint), its properties
+    computed and written to the change log's Delta table in one commit with them;
 (b) the raw limit: ``cdc_assets.sqlserver.snapshot_table`` in this one process into Arrow record
     batches, written with ``pyarrow.parquet.ParquetWriter``;
 (c) a naive pipeline: ``fetchall`` from an emulator connection, ``pandas.DataFrame``,

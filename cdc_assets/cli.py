@@ -2,8 +2,9 @@
 
 ``cdc-assets emulator create|workload|agent|status PATH`` creates the embedded CDC demo source,
 drives it with the workload generator (with live LSN progress), runs its capture agent in the
-foreground, and reports its CDC state. Errors a user can meet (missing file, not an emulator
-database, bad arguments) print one line and exit with status 2.
+foreground, and reports its CDC state; ``cdc-assets emulator serve PATH`` serves it over TDS to
+SQL Server clients (ODBC Driver 18, FreeTDS, sqlcmd). Errors a user can meet (missing file, not
+an emulator database, bad arguments) print one line and exit with status 2.
 
 Imports of what a command dispatches to are lazy, so ``--help`` is fast and this module does not
 pull in the emulator (or anything heavier) until needed.
@@ -242,10 +243,9 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
             max_rows=args.max_rows,
         )
         if args.retention_minutes is not None:  # what a DBA sets on the cleanup job
-            conn.execute(
-                "EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = ?",
-                args.retention_minutes,
-            )
+            from cdc_assets.sqlserver import set_cleanup_retention
+
+            set_cleanup_retention(conn, args.retention_minutes)
         if not args.no_capture:
             agent = emulator.CaptureAgent(path, cleanup_interval=args.cleanup_every).start()
         line = _Line(out, 0.25, 5.0)
@@ -358,6 +358,47 @@ def _summary(
         f"{'' if lag is None else f', capture lag {lag:.1f} s'}\n"
     )
     out.flush()
+
+
+def _cmd_serve(args: argparse.Namespace, out: IO[str]) -> int:
+    """Serve the database over TDS until Ctrl-C; the password comes from the environment."""
+    import os
+
+    path: Path = args.path
+    _require_emulator_db(path)
+    password = os.environ.get(args.password_env)
+    if not password:
+        raise UsageError(
+            f"set the environment variable {args.password_env} to the password of login "
+            f"{args.user!r} (it is never taken from the command line)"
+        )
+    from cdc_assets.tds_server import TdsServer
+
+    server = TdsServer(
+        path,
+        logins={args.user: password},
+        database=args.database,
+        host=args.host,
+        port=args.port,
+        tls=not args.no_tls,
+    )
+    try:
+        server.start()
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {args.host}:{args.port} ({exc.strerror}); choose another --port"
+        ) from None
+    encrypt = "Encrypt=no" if args.no_tls else "Encrypt=yes;TrustServerCertificate=yes"
+    out.write(
+        f"serving {path} as database {server.database!r} on {args.host}:{server.port} over TDS "
+        f"(login {args.user!r}, password from ${args.password_env}); Ctrl-C stops it\n"
+        f"  ODBC: SERVER=tcp:{args.host},{server.port};DATABASE={server.database};"
+        f"UID={args.user};{encrypt}\n"
+        f"  sqlcmd -S tcp:{args.host},{server.port} -d {server.database} -U {args.user} -C\n"
+    )
+    out.flush()
+    server.serve_forever()
+    return 0
 
 
 def _cmd_agent(args: argparse.Namespace, out: IO[str]) -> int:
@@ -531,6 +572,22 @@ def build_parser() -> argparse.ArgumentParser:
     agent = sub.add_parser("agent", help="run the capture agent until Ctrl-C")
     agent.add_argument("path", type=Path, metavar="PATH")
     agent.set_defaults(handler=_cmd_agent)
+
+    serve = sub.add_parser(
+        "serve", help="serve the database over TDS to SQL Server clients until Ctrl-C"
+    )
+    serve.add_argument("path", type=Path, metavar="PATH")
+    serve.add_argument("--port", type=_non_negative_int, default=1433, help="TCP port (1433)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument("--database", help="database name clients ask for (the file's stem)")
+    serve.add_argument("--user", default="sa", help="SQL login name (sa)")
+    serve.add_argument(
+        "--password-env",
+        default="CDC_EMULATOR_PASSWORD",
+        help="environment variable holding the login's password (CDC_EMULATOR_PASSWORD)",
+    )
+    serve.add_argument("--no-tls", action="store_true", help="offer no encryption")
+    serve.set_defaults(handler=_cmd_serve)
 
     status = sub.add_parser("status", help="max LSN, capture instances, change rows, jobs")
     status.add_argument("path", type=Path, metavar="PATH")

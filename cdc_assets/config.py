@@ -11,11 +11,12 @@
         tables: {include: ["*"], exclude: ["dbo.audit_*"]}   # "schema.table" glob patterns
         sync: {sensor_interval_seconds: 5, min_range_interval_seconds: 0,
                max_transactions_per_range: 10000, on_gap: resnapshot,   # or fail
-               overdue_after_minutes: 15}    # mirrors' freshness policy (default: derived)
+               overdue_after_minutes: 15,    # mirrors' freshness policy (default: derived)
+               retain_ranges: 1d}   # ranges kept: a duration (30m, 12h, 7d) or a count
         snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
         owners: ["team:data-platform"]       # shown on every asset of the source
     storage: {base_path: .demo/storage}
-    spark: {master: "local[2]", conf: {}}
+    spark: {master: "local[2]", conf: {}}     # or remote: sc://127.0.0.1:15002 (Spark Connect)
     examples: [daily_orders]                 # the demo's downstream asset (needs dbo.orders)
 
 Relative paths are relative to the file. A bad file raises :class:`ConfigError` with one line
@@ -42,6 +43,8 @@ from cdc_assets.sqlserver.connection import DsnSettings, EmulatorSettings, OdbcS
 # Dagster's owner formats: an e-mail address or a team.
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TEAM = re.compile(r"^team:[A-Za-z0-9_-]+$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 __all__ = [
     "CONFIG_ENV",
@@ -166,6 +169,36 @@ class SyncPolicy(_Model):
         "policy); warned at a third of it. Default: derived from the sensor interval.",
     )
 
+    retain_ranges: int | str = Field(
+        default="1d",
+        description="Range partitions every mirror has applied are deleted from Dagster once "
+        "older than this (a duration: 90s, 30m, 12h, 7d) or beyond this many newest ranges (a "
+        "count); their rows stay in the change-log tables.",
+    )
+
+    @field_validator("retain_ranges")
+    @classmethod
+    def _retention(cls, value: int | str) -> int | str:
+        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+            count = int(value)
+            if count < 1:
+                raise ValueError("keep at least 1 range (a count), or give a duration like 1d")
+            return count
+        if not _DURATION.match(value.strip()):
+            raise ValueError(
+                "give a duration as a number and a unit s, m, h or d (90s, 30m, 12h, 1d), or a "
+                "count of ranges to keep (500)"
+            )
+        return value.strip()
+
+    def retention(self) -> tuple[int | None, float | None]:
+        """(ranges to keep, seconds to keep them): exactly one of the two is set."""
+        if isinstance(self.retain_ranges, int):
+            return self.retain_ranges, None
+        match = _DURATION.match(self.retain_ranges)
+        assert match is not None  # validated
+        return None, float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
     def freshness_windows(self) -> tuple[float, float]:
         """(warn, fail) seconds of the mirrors' freshness policy: a mirror moves every range, a
         range follows every ``sensor_interval + min_range_interval`` while the log moves, so
@@ -216,12 +249,32 @@ class SourceConfig(_Model):
 
 
 class StorageConfig(_Model):
-    base_path: Path = Field(description="Directory under which every asset's Parquet is stored.")
+    base_path: str = Field(
+        min_length=1,
+        description="Where every asset's Delta table is stored: a directory, or a Hadoop "
+        "file-system URI (file://, s3a://bucket/prefix, abfss://...; credentials from the "
+        "environment, never this file).",
+    )
 
 
 class SparkConfig(_Model):
     master: str = Field(default="local[*]", min_length=1)
+    remote: str | None = Field(
+        default=None,
+        description="A Spark Connect server (sc://host:port): runs attach to a warm Spark "
+        "instead of starting one; master is then the server's business.",
+    )
     conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("remote")
+    @classmethod
+    def _connect_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^sc://[^\s/:]+(:\d+)?(/.*)?$", value):
+            raise ValueError(
+                "a Spark Connect URL is sc://host:port (e.g. sc://127.0.0.1:15002); leave "
+                "remote out to start Spark in the run with master"
+            )
+        return value
 
 
 class ProjectConfig(_Model):
@@ -324,7 +377,11 @@ def _resolve_paths(data: Any, base_dir: Path) -> Any:
         return data
     data = dict(data)
     storage = data.get("storage")
-    if isinstance(storage, dict) and isinstance(storage.get("base_path"), str):
+    if (
+        isinstance(storage, dict)
+        and isinstance(storage.get("base_path"), str)
+        and "://" not in storage["base_path"]
+    ):
         storage = dict(storage, base_path=str(base_dir / Path(storage["base_path"]).expanduser()))
         data["storage"] = storage
     sources = data.get("sources")

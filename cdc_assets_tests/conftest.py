@@ -49,6 +49,8 @@ def spark() -> Iterator[SparkSession]:
             "spark.default.parallelism": "2",
             "spark.ui.showConsoleProgress": "false",
         },
+        # with the S3 jars: the object-store tests share this session (test_object_store.py)
+        storage_path="s3a://cdc-assets-tests",
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -417,3 +417,39 @@ def test_yaml_fixture_helpers_produce_valid_yaml() -> None:
     data = yaml.safe_load(document(source_yaml(connection=ODBC_WITH_SECRET, snapshot="{}")))
     assert data["sources"][0]["connection"]["odbc"]["password"] == SECRET
     assert data["storage"] == {"base_path": "st"}
+
+
+# -- retention and Spark Connect -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1d", (None, 86400.0)),
+        ("90s", (None, 90.0)),
+        ("12h", (None, 43200.0)),
+        ("500", (500, None)),
+    ],
+)
+def test_retain_ranges_is_a_duration_or_a_count(
+    tmp_path: Path, value: str, expected: object
+) -> None:
+    text = document(source_yaml(sync=f"{{retain_ranges: {value}}}"))
+    assert load_config(write(tmp_path, text)).sources[0].sync.retention() == expected
+
+
+def test_retain_ranges_defaults_to_a_day(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, MINIMAL)).sources[0].sync.retention() == (None, 86400.0)
+
+
+@pytest.mark.parametrize("value", ["0", "1 week", "-1d"])
+def test_bad_retain_ranges_says_what_to_give(tmp_path: Path, value: str) -> None:
+    message = config_error(tmp_path, document(source_yaml(sync=f"{{retain_ranges: '{value}'}}")))
+    assert "retain_ranges" in message and ("duration" in message or "count" in message), message
+
+
+def test_spark_remote_takes_a_connect_url(tmp_path: Path) -> None:
+    text = MINIMAL + "spark: {remote: 'sc://127.0.0.1:15002'}\n"
+    assert load_config(write(tmp_path, text)).spark.remote == "sc://127.0.0.1:15002"
+    message = config_error(tmp_path, MINIMAL + "spark: {remote: 'http://spark:7077'}\n")
+    assert "spark.remote" in message and "sc://host:port" in message, message

@@ -163,6 +163,7 @@ def test_readme_commands_run_from_a_fresh_copy(tmp_path: Path) -> None:
     env.update(
         PYTHONPATH=str(clone),
         DEMO_PORT=str(free_port()),
+        DEMO_SPARK_PORT=str(free_port()),  # not 15002: a demo may run on this machine
         PYSPARK_PYTHON=str(clone / ".venv/bin/python"),
         PYSPARK_DRIVER_PYTHON=str(clone / ".venv/bin/python"),
     )

@@ -3,15 +3,16 @@
 # <python prefix>/share/cdc_assets/jars, where cdc_assets.spark.session looks for them, so Spark
 # never downloads anything when it starts. Usage: scripts/install_jars.sh [python] (default
 # .venv/bin/python). Run by scripts/setup.sh and deploy/Dockerfile; safe to run twice.
-#   CDC_ASSETS_S3_JARS=1 also fetches hadoop-aws and the AWS SDK modules (scripts/jars/s3/pom.xml)
-#   into .../jars-s3, which the session adds only for s3a:// storage.
+# It also fetches hadoop-aws and the AWS SDK modules S3A uses (scripts/jars/s3/pom.xml, 14 MB)
+# into .../jars-s3, which the session adds only for s3a:// storage.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${1:-.venv/bin/python}"
 prefix="$("$python" -c 'import sys; print(sys.prefix)')"
 
-fetch() {  # fetch <pom> <target directory> <marker jar>
+fetch() {  # fetch <pom> <target directory> <marker jar> [maven options]
   local pom="$1" target="$2" marker="$3"
+  shift 3
   if [ -e "$target/$marker" ]; then
     return
   fi
@@ -21,8 +22,9 @@ fetch() {  # fetch <pom> <target directory> <marker jar>
   fi
   echo "install_jars: fetching $(basename "$(dirname "$pom")") jars into $target"
   mkdir -p "$target"
-  mvn -q -B -f "$pom" dependency:copy-dependencies -DexcludeTransitive=true \
-    -DoutputDirectory="$target"
+  mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$target" "$@"
 }
 
-fetch "$here/jars/pom.xml" "$prefix/share/cdc_assets/jars" delta-spark_4.2_2.13-4.4.0.jar
+fetch "$here/jars/pom.xml" "$prefix/share/cdc_assets/jars" delta-spark_4.2_2.13-4.4.0.jar \
+  -DexcludeTransitive=true
+fetch "$here/jars/s3/pom.xml" "$prefix/share/cdc_assets/jars-s3" hadoop-aws-3.5.0.jar

@@ -3,6 +3,13 @@
 Stateless on purpose: a restarted daemon, a rerun or a backfill sees the same chain because it
 is read from the keys, never from a cursor. Range keys are ``<lo>-<hi>`` with fixed-width hex, so
 sorting the keys sorts the ranges.
+
+Reading the chain costs what is read, not how many keys exist: the sensor adds range keys in chain
+order, so the newest keys (by insertion) hold the chain's end, and a run needs only the ranges
+after the LSN its mirrors are at. :func:`recent_ranges` reads the keys newest first, a page at a
+time, until it reaches the LSN asked for. Retired ranges (``sync.retain_ranges``) are deleted from
+Dagster; the LSN the chain continues from after them is kept in the instance's key-value store
+(:func:`retired_through`), next to the keys themselves.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from dagster import DagsterInstance
 
 from cdc_assets.lsn import Lsn, LsnRange
 
@@ -31,6 +40,58 @@ def range_partitions(keys: Iterable[str]) -> list[LsnRange]:
 
 def chain_end(ranges: Sequence[LsnRange]) -> Lsn | None:
     return max((r.hi for r in ranges), default=None)
+
+
+PAGE = 64  # keys per read; a page holds the chain's end even with a few keys added out of order
+
+
+def recent_ranges(
+    instance: DagsterInstance, partitions_name: str, reach: Lsn | None = None
+) -> list[LsnRange]:
+    """The newest range partitions, in LSN order: the newest page of keys, and when ``reach`` is
+    given, older pages too until one holds a range starting below ``reach`` (or the chain's
+    retired start is reached), so every range after ``reach`` and the one ending at it are in.
+    Cost: the keys read, never all of them while the chain is read from its end."""
+    floor = retired_through(instance, partitions_name) if reach is not None else None
+    found: list[LsnRange] = []
+    cursor: str | None = None
+    while True:
+        page = instance.get_paginated_dynamic_partitions(
+            partitions_name, limit=PAGE, ascending=False, cursor=cursor
+        )
+        ranges = range_partitions(page.results)
+        found.extend(ranges)
+        if (
+            reach is None
+            or not page.has_more
+            or any(r.lo < reach or (floor is not None and r.lo <= floor) for r in ranges)
+        ):
+            return sorted(set(found), key=lambda r: (r.lo, r.hi))
+        cursor = page.cursor
+
+
+def _retired_key(partitions_name: str) -> str:
+    return f"cdc_assets/{partitions_name}/retired_through"
+
+
+def retired_through(instance: DagsterInstance, partitions_name: str) -> Lsn | None:
+    """The end of the last range partition deleted by retention: the chain continues from it."""
+    key = _retired_key(partitions_name)
+    value = instance.run_storage.get_cursor_values({key}).get(key)
+    return Lsn.parse(value) if value else None
+
+
+def retire(instance: DagsterInstance, partitions_name: str, ranges: Sequence[LsnRange]) -> None:
+    """Delete ``ranges`` (the oldest of the chain, in order) from Dagster. Their end is recorded
+    first, so a crash half way leaves keys the chain still accepts, never a chain without start."""
+    if not ranges:
+        return
+    end = max(r.hi for r in ranges)
+    before = retired_through(instance, partitions_name)
+    if before is None or end > before:
+        instance.run_storage.set_cursor_values({_retired_key(partitions_name): end.hex})
+    for r in ranges:
+        instance.delete_dynamic_partition(partitions_name, r.key)
 
 
 def ranges_covering(ranges: Sequence[LsnRange], start: Lsn, end: Lsn) -> list[LsnRange]:

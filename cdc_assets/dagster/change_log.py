@@ -31,10 +31,11 @@ from dagster import (
     multi_asset,
 )
 
-from cdc_assets.sqlserver import discover
+from cdc_assets.sqlserver import SourceTable, discover
+from cdc_assets.sqlserver.changed_tables import changed_instances
 from cdc_assets.sqlserver.errors import SqlServerError
 
-from .chain import effective_range, range_partitions
+from .chain import effective_range, recent_ranges, retired_through
 from .change_log_checks import (
     chain_result,
     change_log_check_specs,
@@ -48,9 +49,9 @@ from .change_log_state import clear_gap, mark_gap, snapshot_info
 from .metadata import asset_tags, table_metadata
 from .names import IO_MANAGER, RESNAPSHOT_TAG, group_name
 from .partitions import parse_partition
-from .source import Source
+from .source import Source, Table
 
-KINDS = {"sqlserver", "spark", "parquet"}
+KINDS = {"sqlserver", "spark", "delta"}
 
 
 def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -> AssetsDefinition:
@@ -100,11 +101,24 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
         spark = context.resources.pyspark.spark_session
         lsn_range = parse_partition(context.partition_key)
         selected = [by_key[k] for k in context.selected_asset_keys if k in by_key]
-        ranges = range_partitions(context.instance.get_dynamic_partitions(partitions.name))
+        # the keys back to this range's start (its predecessor), not all of them
+        ranges = (
+            recent_ranges(context.instance, partitions.name, reach=lsn_range.lo)
+            if lsn_range is not None
+            else []
+        )
+        retired = retired_through(context.instance, partitions.name)
         wanted = context.selected_asset_check_keys
         conn = source.connect()
         try:
             catalog = discover(conn)  # once per run: capture instances of every table
+            # One statement (per 200 instances) says which tables have changes in the range;
+            # the quiet ones record it without reading the source or counting rows in Spark.
+            changed = (
+                changed_instances(conn, _instance_names(catalog, selected), lsn_range)
+                if lsn_range is not None
+                else {}
+            )
             for table in selected:
                 found = catalog.get((table.schema, table.name))
                 if lsn_range is None:
@@ -123,6 +137,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                         # the gap tells the sensor to re-snapshot (sync.on_gap).
                         context.log.error(refused.description or "range not available")
                         mark_gap(
+                            spark,
                             source,
                             table,
                             context.partition_key,
@@ -130,14 +145,22 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                             snapshot=snapshot,
                             run_id=context.run.run_id,
                         )
-                        results = [refused, chain_result(table, lsn_range, ranges, snapshot)]
+                        chained = chain_result(table, lsn_range, ranges, snapshot, retired)
+                        results = [refused, chained]
                         yield from (
                             r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
                         )
                         continue
-                    clear_gap(source, table, context.partition_key)
+                    clear_gap(spark, source, table, context.partition_key)
                     stored = range_output(
-                        spark, source, table, conn, lsn_range, instance, read_range
+                        spark,
+                        source,
+                        table,
+                        conn,
+                        lsn_range,
+                        instance,
+                        read_range,
+                        quiet=changed.get(instance.name) == 0,
                     )
                 yield Output(stored, output_name=table.change_log_key.to_python_identifier())
                 # The IO manager has published the partition by now; check what it wrote.
@@ -149,7 +172,9 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                     results.append(snapshot_chain_result(table))
                 else:
                     results.append(
-                        chain_result(table, lsn_range, ranges, snapshot_info(source, table))
+                        chain_result(
+                            table, lsn_range, ranges, snapshot_info(source, table), retired
+                        )
                     )
                 yield from (
                     r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
@@ -158,3 +183,15 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
             conn.close()
 
     return change_logs
+
+
+def _instance_names(catalog: dict[tuple[str, str], SourceTable], tables: list[Table]) -> list[str]:
+    """The established capture instances of ``tables`` (at most two per table)."""
+    names = {
+        instance.name
+        for table in tables
+        if (found := catalog.get((table.schema, table.name))) is not None
+        for instance in found.instances
+        if instance.is_valid
+    }
+    return sorted(names)

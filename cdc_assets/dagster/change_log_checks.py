@@ -13,7 +13,7 @@ from typing import Any
 
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec
 
-from cdc_assets.lsn import LsnRange
+from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import CaptureInstance, SourceTable
 from cdc_assets.sqlserver.changes import check_range_available
 from cdc_assets.sqlserver.dbapi import DbapiConnection
@@ -59,13 +59,22 @@ def snapshot_chain_result(table: Table) -> AssetCheckResult:
 
 
 def chain_result(
-    table: Table, lsn_range: LsnRange, ranges: Sequence[LsnRange], snapshot: SnapshotInfo | None
+    table: Table,
+    lsn_range: LsnRange,
+    ranges: Sequence[LsnRange],
+    snapshot: SnapshotInfo | None,
+    retired: Lsn | None = None,
 ) -> AssetCheckResult:
     """``lo`` continues the chain: the previous range ends at ``lo``, or ``lo`` is at or below
-    the LSN the table's snapshot replays from."""
+    the LSN the table's snapshot replays from, or the ranges before ``lo`` were retired
+    (``sync.retain_ranges``) and ended at ``lo``."""
     before = [r for r in ranges if r.lo < lsn_range.lo]
     previous = before[-1] if before else None
     meta = {"lo": lsn_range.lo.hex, "previous_hi": previous.hi.hex if previous else "none"}
+    continues = previous is not None and previous.hi == lsn_range.lo
+    if previous is None and retired is not None:
+        meta["retired_through"] = retired.hex
+        continues = lsn_range.lo == retired
     if snapshot is None:
         return AssetCheckResult(
             asset_key=table.change_log_key,
@@ -76,17 +85,15 @@ def chain_result(
             metadata=meta,
         )
     meta["snapshot_replay_from"] = snapshot.replay_from.hex
-    if lsn_range.lo <= snapshot.replay_from or (
-        previous is not None and previous.hi == lsn_range.lo
-    ):
+    if lsn_range.lo <= snapshot.replay_from or continues:
         return AssetCheckResult(
             asset_key=table.change_log_key, check_name=CHAIN, passed=True, metadata=meta
         )
+    since = previous.hi if previous else retired or snapshot.replay_from
     why = (
         f"range {lsn_range.key} overlaps the previous range {previous.key}"
         if previous is not None and previous.hi > lsn_range.lo
-        else f"the changes between {(previous.hi if previous else snapshot.replay_from).hex} "
-        f"and {lsn_range.lo.hex} are in no partition"
+        else f"the changes between {since.hex} and {lsn_range.lo.hex} are in no partition"
     )
     return AssetCheckResult(
         asset_key=table.change_log_key,

@@ -102,9 +102,14 @@ def range_output(
     lsn_range: LsnRange,
     instance: CaptureInstance,
     read_range: LsnRange | None,
+    *,
+    quiet: bool = False,
 ) -> StoredFrame:
+    """The change log of ``table`` for ``lsn_range``: the rows of ``read_range`` (its part above
+    the table's snapshot), none when ``quiet`` (the range has no change rows for ``instance``:
+    nothing is read from the source and no Spark job counts them)."""
     settings = source.config.connection_settings()
-    if read_range is None:
+    if read_range is None or quiet:
         df = sqlserver_source.empty_change_frame(spark, instance)
     else:
         df = sqlserver_source.read_change_range(spark, settings, instance, read_range)
@@ -122,7 +127,8 @@ def range_output(
             )
         if lsn_range.hi > maximum:
             reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
-        operations = _operation_counts(written)  # one Spark job gives the row count too
+        # one Spark job gives the row count too; none for a quiet table
+        operations = {} if quiet else _operation_counts(written)
         captured = set(instance.column_names)
         not_captured = [
             c.name

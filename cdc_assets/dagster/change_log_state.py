@@ -4,6 +4,10 @@ change), which tells the sync sensor to re-snapshot the table (``sync.on_gap``).
 
 from typing import Any
 
+from pyspark.sql import SparkSession
+
+from cdc_assets.spark.asset_store import WRITE_ID
+
 from .chain import SnapshotInfo
 from .names import SNAPSHOT_PARTITION
 from .source import Source, Table
@@ -11,13 +15,13 @@ from .source import Source, Table
 
 def snapshot_info(source: Source, table: Table) -> SnapshotInfo | None:
     path = table.change_log_key.path
-    version = source.store.current_version(path, SNAPSHOT_PARTITION)
-    return SnapshotInfo.from_properties(
-        source.store.properties(path, SNAPSHOT_PARTITION), version.name if version else None
-    )
+    properties = source.store.properties(path, SNAPSHOT_PARTITION)
+    version = properties.get(WRITE_ID) if properties else None
+    return SnapshotInfo.from_properties(properties, version)
 
 
 def mark_gap(
+    spark: SparkSession,
     source: Source,
     table: Table,
     partition_key: str,
@@ -32,8 +36,8 @@ def mark_gap(
         "snapshot_version": snapshot.version if snapshot else None,
         "run_id": run_id,
     }
-    source.store.mark_gap(table.change_log_key.path, partition_key, details)
+    source.store.mark_gap(spark, table.change_log_key.path, partition_key, details)
 
 
-def clear_gap(source: Source, table: Table, partition_key: str) -> None:
-    source.store.clear_gap(table.change_log_key.path, partition_key)
+def clear_gap(spark: SparkSession, source: Source, table: Table, partition_key: str) -> None:
+    source.store.clear_gap(spark, table.change_log_key.path, partition_key)

@@ -1,6 +1,6 @@
 """Definitions from the project config: per source the external source-table specs, the
 change-log and mirror multi-assets on one dynamic partitions definition, the sync job and its
-sensor; shared resources (Spark through dagster-pyspark, the Parquet IO manager)."""
+sensor; shared resources (Spark through dagster-pyspark, the Delta IO manager)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 
 from cdc_assets.config import ProjectConfig
-from cdc_assets.spark.session import session_conf, use_this_python_for_workers
+from cdc_assets.spark.session import remote_url, session_options, use_this_python_for_workers
 
 from .change_log import build_change_logs
 from .examples import build_examples
 from .health_checks import build_capture_checks
-from .io_manager import SparkParquetIOManager
+from .io_manager import SparkDeltaIOManager
 from .metadata import asset_tags, table_metadata
 from .mirror import build_mirrors
 from .mirror_checks import RECONCILE, build_mirror_checks
@@ -35,14 +35,16 @@ HEALTH_CRON = "*/5 * * * *"
 
 
 def spark_resource(config: ProjectConfig) -> LazyPySparkResource:
-    """Spark via dagster-pyspark: created on first use, with the project's session settings."""
+    """Spark via dagster-pyspark: created on first use, with the project's session settings; a
+    Spark Connect session when ``spark.remote`` is set (the run attaches to a warm server)."""
     use_this_python_for_workers()
     return LazyPySparkResource(
-        spark_config={
-            "spark.master": config.spark.master,
-            "spark.app.name": "cdc_assets",
-            **session_conf(config.spark.conf, storage_path=str(config.storage.base_path)),
-        }
+        spark_config=session_options(
+            master=config.spark.master,
+            remote=remote_url(config.spark.remote),
+            conf=config.spark.conf,
+            storage_path=str(config.storage.base_path),
+        )
     )
 
 
@@ -113,7 +115,7 @@ def build_definitions(config: ProjectConfig, sources: list[Source] | None = None
     pyspark = spark_resource(config)
     resources = {
         "pyspark": pyspark,
-        IO_MANAGER: SparkParquetIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
+        IO_MANAGER: SparkDeltaIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
     }
     return Definitions.merge(
         *(source_definitions(s) for s in sources),

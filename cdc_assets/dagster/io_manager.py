@@ -1,18 +1,20 @@
-"""The IO manager: Spark DataFrames as atomically published Parquet, one directory per asset and
-partition (:class:`~cdc_assets.spark.asset_store.AssetStore`).
+"""The IO manager: Spark DataFrames as Delta Lake tables, one per asset
+(:class:`~cdc_assets.spark.asset_store.AssetStore`).
 
-An asset returns a DataFrame, or a :class:`StoredFrame` when it wants properties computed from the
-written data (row counts, LSN bounds, coverage) and turned into materialization metadata. Assets
-whose definition metadata sets ``cdc_assets/layout: current`` (the mirrors) keep one location for
-all partitions: every partition run moves the same current state forward.
+An asset returns a DataFrame, or a :class:`StoredFrame` when it wants properties computed from
+the data (row counts, LSN bounds, coverage), committed with it and turned into materialization
+metadata; a StoredFrame may instead bring its own ``write`` (the mirrors' MERGE). Assets whose
+definition metadata sets ``cdc_assets/layout: current`` (the mirrors) are one unpartitioned
+table: every partition run moves the same current state forward.
+
+Loading gives the current version; a partitioned upstream gives the requested partitions (one
+read for several); ``cdc_assets/delta_version`` in the input's metadata pins a Delta version.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import reduce
-from pathlib import Path
 from typing import Any
 
 from dagster import (
@@ -23,35 +25,67 @@ from dagster import (
     OutputContext,
 )
 from dagster_pyspark import LazyPySparkResource
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.spark.asset_store import AssetStore, Finalize, Properties
+from cdc_assets.spark.asset_store import AssetStore, Finalize, Properties, Published
 from cdc_assets.spark.sqlserver_source import unwrap_source_error
 
 LAYOUT = "cdc_assets/layout"
 CURRENT_LAYOUT = "current"
 COLUMN_SCHEMA = "dagster/column_schema"  # repeated on each materialization (schemas change)
+DELTA_VERSION = "cdc_assets/delta_version"  # input metadata: load this Delta version
+# Delta operation metrics shown on each materialization (those the operation reports)
+OPERATION_METRICS = (
+    "numOutputRows",
+    "numTargetRowsInserted",
+    "numTargetRowsUpdated",
+    "numTargetRowsDeleted",
+    "numTargetDeletionVectorsAdded",
+    "numTargetFilesAdded",
+    "numTargetFilesRemoved",
+    "numAddedFiles",
+    "numRemovedFiles",
+    "numOutputBytes",
+    "numTargetBytesAdded",
+)
+
+Write = Callable[[SparkSession, AssetStore, Sequence[str]], Published]
 
 
 @dataclass(frozen=True)
 class StoredFrame:
-    """A DataFrame to store, with a ``finalize`` that computes properties from the written data
-    (it may raise to refuse publication) and ``metadata`` that turns them into Dagster metadata."""
+    """A DataFrame to store, with a ``finalize`` that computes properties from its data (it may
+    raise to refuse the commit) and ``metadata`` that turns them into Dagster metadata. With
+    ``write``, that function commits instead of the store's plain write (``df`` unused)."""
 
-    df: DataFrame
+    df: DataFrame | None
     finalize: Finalize | None = None
     metadata: Callable[[Properties], Mapping[str, Any]] = field(default=lambda _: {})
+    write: Write | None = None
 
 
-class SparkParquetIOManager(ConfigurableIOManager):
-    """Writes Spark DataFrames as Parquet under ``base_path``, atomically per partition."""
+def delta_metadata(published: Published) -> dict[str, Any]:
+    """The commit's Delta version and operation metrics, as Dagster metadata."""
+    return {
+        "dagster/uri": MetadataValue.path(published.uri),
+        "delta_version": published.version,
+        **{
+            f"delta/{name}": published.metrics[name]
+            for name in OPERATION_METRICS
+            if name in published.metrics
+        },
+    }
+
+
+class SparkDeltaIOManager(ConfigurableIOManager):
+    """Writes Spark DataFrames as Delta tables under ``base_path`` (a path or a Hadoop URI)."""
 
     base_path: str
     pyspark: LazyPySparkResource
 
     @property
     def store(self) -> AssetStore:
-        return AssetStore(Path(self.base_path))
+        return AssetStore(self.base_path)
 
     def _partition(
         self, context: OutputContext | InputContext, metadata: Mapping[str, Any]
@@ -66,20 +100,21 @@ class SparkParquetIOManager(ConfigurableIOManager):
             return
         stored = obj if isinstance(obj, StoredFrame) else StoredFrame(obj)
         partition = self._partition(context, context.definition_metadata or {})
+        spark = self.pyspark.spark_session
         try:
-            published = self.store.write(
-                self.pyspark.spark_session,
-                stored.df,
-                context.asset_key.path,
-                partition,
-                stored.finalize,
-            )
+            if stored.write is not None:
+                published = stored.write(spark, self.store, context.asset_key.path)
+            else:
+                assert stored.df is not None
+                published = self.store.write(
+                    spark, stored.df, context.asset_key.path, partition, stored.finalize
+                )
         except Exception as exc:
             source_error = unwrap_source_error(exc)
             if source_error is None:
                 raise
-            # One clear message instead of the executor's Java and Python traces; nothing of
-            # this version was published (the store removes what it wrote).
+            # One clear message instead of the executor's Java and Python traces; nothing was
+            # committed (the data and its properties are one Delta commit).
             raise Failure(
                 description=f"{context.asset_key.to_user_string()}: reading the source failed "
                 f"({source_error.kind}): {source_error.message}",
@@ -90,7 +125,7 @@ class SparkParquetIOManager(ConfigurableIOManager):
         context.add_output_metadata(
             {
                 **({COLUMN_SCHEMA: schema} if schema is not None else {}),
-                "dagster/uri": MetadataValue.path(str(published.version)),
+                **delta_metadata(published),
                 **stored.metadata(published.properties),
             }
         )
@@ -99,8 +134,14 @@ class SparkParquetIOManager(ConfigurableIOManager):
         spark = self.pyspark.spark_session
         upstream = context.upstream_output
         metadata = (upstream.definition_metadata if upstream is not None else None) or {}
+        version = (context.definition_metadata or {}).get(DELTA_VERSION)
         key_path = context.asset_key.path
         if metadata.get(LAYOUT) == CURRENT_LAYOUT or not context.has_asset_partitions:
-            return self.store.read(spark, key_path, None)
-        frames = [self.store.read(spark, key_path, k) for k in context.asset_partition_keys]
-        return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+            return self.store.read(spark, key_path, None, version=version)
+        keys = list(context.asset_partition_keys)
+        if len(keys) == 1:
+            return self.store.read(spark, key_path, keys[0], version=version)
+        return self.store.read_partitions(spark, key_path, keys, version=version)
+
+
+SparkParquetIOManager = SparkDeltaIOManager  # the name before storage moved to Delta Lake

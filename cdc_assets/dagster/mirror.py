@@ -13,8 +13,8 @@ the mirrors first.
 """
 
 import datetime as dt
-from collections.abc import Iterator
-from functools import reduce
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dagster import (
@@ -31,10 +31,12 @@ from dagster import (
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.spark import sqlserver_source
+from cdc_assets.spark import mirror_store, sqlserver_source
+from cdc_assets.spark.asset_store import AssetStore, Published
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+from cdc_assets.spark.session import write_parallelism
 
-from .chain import ChainGap, range_partitions, ranges_covering
+from .chain import ChainGap, ranges_covering, recent_ranges
 from .change_log_state import snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame
 from .metadata import (
@@ -63,7 +65,6 @@ def _changes(
     spark: SparkSession, source: Source, table: Table, needed: list[LsnRange]
 ) -> DataFrame | None:
     path = table.change_log_key.path
-    frames = []
     for lsn_range in needed:
         properties = source.store.properties(path, lsn_range.key)
         if properties is None:
@@ -79,10 +80,9 @@ def _changes(
                 f"({coverage.get('reason') or 'no coverage recorded'}); the mirror is left as it "
                 "is. Re-snapshot the table to continue."
             )
-        frames.append(source.store.read(spark, path, lsn_range.key))
-    if not frames:
+    if not needed:
         return None
-    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+    return source.store.read_partitions(spark, path, [r.key for r in needed])
 
 
 def _as_of(source: Source, table: Table, applied: list[LsnRange]) -> dict[str, Any]:
@@ -109,7 +109,11 @@ def _lag_now(p: dict[str, Any]) -> float:
 
 
 def _mirror_output(
-    spark: SparkSession, source: Source, table: Table, ranges: list[LsnRange], target: Lsn
+    spark: SparkSession,
+    source: Source,
+    table: Table,
+    ranges: Callable[[Lsn], Sequence[LsnRange]],
+    target: Lsn,
 ) -> tuple[StoredFrame | None, str]:
     """The new state of ``table``'s mirror at ``target``, or None and the reason to leave it."""
     snapshot = snapshot_info(source, table)
@@ -124,11 +128,11 @@ def _mirror_output(
             f"end {target.hex}; a later range brings it up"
         )
     state = mirror_state(source, table)
+    base: DataFrame | None = None
     if state and state.get("snapshot_version") == snapshot.version:
         start = Lsn.parse(state["lsn"])
         if start >= target:
             return None, f"it is already at {start.hex}"
-        base = source.store.read(spark, table.mirror_key.path, None)
         rebuilt = False
     else:
         start = snapshot.replay_from
@@ -136,41 +140,58 @@ def _mirror_output(
         base = sqlserver_source.drop_snapshot_columns(snap)
         rebuilt = True
     try:
-        needed = ranges_covering(ranges, start, target)
+        needed = ranges_covering(ranges(start), start, target)
     except ChainGap as exc:
         raise Failure(
             f"{table.qualified_name}: cannot bring the mirror to {target.hex}: {exc}"
         ) from None
     changes = _changes(spark, source, table, needed)
-    # The mirror's columns are its snapshot's: a re-snapshot after a schema change (a new
-    # capture instance) brings new columns in without reloading the definitions.
-    if changes is None:
-        merged = base
-    elif table.instance.key_columns:
-        merged = merge_keyed(
-            base, changes, key_columns=table.instance.key_columns, snapshot_lsn=start.raw
-        )
-    else:
-        merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
-    # kept rows + upserts: without this, every merge would add files to the next version.
-    merged = merged.coalesce(max(1, spark.sparkContext.defaultParallelism))
+    keys = table.instance.key_columns
+    properties: dict[str, Any] = {
+        **_as_of(source, table, needed),
+        "kind": "mirror",
+        "lsn": target.hex,
+        "snapshot_version": snapshot.version,
+        "snapshot_lsn": snapshot.snapshot_lsn.hex,
+        "replay_from": snapshot.replay_from.hex,
+        "previous_lsn": start.hex,
+        "applied_ranges": [r.key for r in needed],
+        "rebuilt_from_snapshot": rebuilt,
+        # a merge keeps the mirror's columns (a schema change comes with a new snapshot)
+        **({"columns": state["columns"]} if not rebuilt and state and "columns" in state else {}),
+    }
 
-    as_of = _as_of(source, table, needed)
-
-    def finalize(written: DataFrame) -> dict[str, Any]:
-        return {
-            **as_of,
-            "columns": written.columns,
-            "kind": "mirror",
-            "lsn": target.hex,
-            "snapshot_version": snapshot.version,
-            "snapshot_lsn": snapshot.snapshot_lsn.hex,
-            "replay_from": snapshot.replay_from.hex,
-            "previous_lsn": start.hex,
-            "applied_ranges": [r.key for r in needed],
-            "rebuilt_from_snapshot": rebuilt,
-            "rows": written.count(),
-        }
+    def write(spark: SparkSession, store: AssetStore, key_path: Sequence[str]) -> Published:
+        if base is not None:
+            # A new snapshot: the mirror is its rows with the changes since applied, written
+            # whole in one commit. The mirror's columns are its snapshot's: a re-snapshot after
+            # a schema change (a new capture instance) brings new columns in.
+            merged = base
+            if changes is not None and keys:
+                merged = merge_keyed(base, changes, key_columns=keys, snapshot_lsn=start.raw)
+            elif changes is not None:
+                merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
+            merged = merged.coalesce(write_parallelism(spark))
+            return mirror_store.rebuild(spark, store, key_path, merged, properties)
+        if changes is None:
+            published = mirror_store.record(spark, store, key_path, properties)
+        elif keys:
+            published = mirror_store.merge_keyed(
+                spark,
+                store,
+                key_path,
+                changes,
+                key_columns=keys,
+                snapshot_lsn=start.raw,
+                properties=properties,
+            )
+        else:
+            published = mirror_store.merge_multiset(
+                spark, store, key_path, changes, snapshot_lsn=start.raw, properties=properties
+            )
+        # the row count for the UI, from the Delta log's statistics (after the commit)
+        rows = mirror_store.row_count(spark, published.uri)
+        return replace(published, properties={**published.properties, "rows": rows})
 
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -185,7 +206,7 @@ def _mirror_output(
             COLUMN_LINEAGE: column_lineage(p["columns"], table.source_key),
         }
 
-    return StoredFrame(merged, finalize, metadata), ""
+    return StoredFrame(None, metadata=metadata, write=write), ""
 
 
 def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> AssetsDefinition:
@@ -197,7 +218,7 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             is_required=False,
             io_manager_key=IO_MANAGER,
             group_name=group_name(source.name),
-            kinds={"spark", "parquet"},
+            kinds={"spark", "delta"},
             description=f"Current state of {t.qualified_name} in source '{source.name}' "
             + (
                 f"(keyed by {', '.join(t.instance.key_columns)})"
@@ -231,7 +252,17 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             context.log.info("mirrors move with range partitions; 'snapshot' has nothing to apply")
             return
         spark = context.resources.pyspark.spark_session
-        ranges = range_partitions(context.instance.get_dynamic_partitions(partitions.name))
+        read: dict[str, list[LsnRange]] = {}
+
+        def ranges(start: Lsn) -> list[LsnRange]:
+            """The range keys back to ``start`` (usually one page), read once per run unless a
+            mirror lags further behind than the first read reached."""
+            known = read.get("ranges")
+            if known is None or not any(r.lo <= start for r in known):
+                known = recent_ranges(context.instance, partitions.name, reach=start)
+                read["ranges"] = known
+            return known
+
         for key in sorted(k for k in context.selected_asset_keys if k in by_key):
             table = by_key[key]
             snapshot = snapshot_info(source, table)

@@ -33,7 +33,7 @@ from cdc_assets.sqlserver import (
     wait_for_max_lsn,
 )
 
-from .chain import chain_end, range_partitions
+from .chain import chain_end, recent_ranges
 from .mirror import mirror_state
 from .source import Source, Table
 
@@ -154,7 +154,7 @@ def build_mirror_checks(
     )
     def mirror_checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
         wanted = context.selected_asset_check_keys
-        end = chain_end(range_partitions(context.instance.get_dynamic_partitions(partitions.name)))
+        end = chain_end(recent_ranges(context.instance, partitions.name))
         tables = sorted({by_key[k.asset_key] for k in wanted}, key=lambda t: t.mirror_key.path)
         for table in tables:
             if any(k.asset_key == table.mirror_key and k.name == AT_CHAIN_END for k in wanted):

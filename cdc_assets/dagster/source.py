@@ -55,7 +55,7 @@ class Table:
 class Source:
     config: SourceConfig
     tables: tuple[Table, ...]
-    storage: Path
+    storage: str | Path  # a directory or a Hadoop file-system URI
 
     @property
     def name(self) -> str:

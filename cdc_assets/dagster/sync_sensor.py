@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import hashlib
+import itertools
 import json
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from dagster import (
     AssetCheckKey,
@@ -49,9 +53,10 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.sqlserver import get_max_lsn, plan_next_range
+from cdc_assets.sqlserver import committed_before, get_max_lsn, plan_next_range
+from cdc_assets.sqlserver.dbapi import DbapiConnection
 
-from .chain import SnapshotInfo, chain_end, range_partitions
+from .chain import PAGE, SnapshotInfo, chain_end, range_partitions, recent_ranges, retire
 from .change_log_state import snapshot_info
 from .mirror import mirror_lsn
 from .names import (
@@ -80,6 +85,7 @@ class Tick:
     run_request: RunRequest | None
     new_partition: str | None
     skip_reason: str | None
+    retired: tuple[LsnRange, ...] = ()  # oldest range partitions to delete (sync.retain_ranges)
 
 
 def _request(
@@ -168,6 +174,39 @@ def _mirrors_wait_for_snapshot(
     return bool(waiting) and maximum >= max(waiting)
 
 
+def _to_retire(
+    instance: DagsterInstance,
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    conn: DbapiConnection,
+    last: LsnRange,
+) -> tuple[LsnRange, ...]:
+    """The oldest range partitions past ``sync.retain_ranges`` (at most a page of them), in
+    order. Called once every mirror has applied ``last`` (the chain's newest range), so every
+    older range is applied by every mirror that needs it; ``last`` itself is always kept, so the
+    chain's end stays in the keys. Reads the oldest page of keys, plus the newest ``count`` keys
+    when the retention is a count; sends two queries when it is a duration."""
+    count, seconds = source.config.sync.retention()
+    oldest = instance.get_paginated_dynamic_partitions(partitions.name, limit=PAGE, ascending=True)
+    candidates = [r for r in range_partitions(oldest.results) if r.hi <= last.lo]
+    if not candidates:
+        return ()
+    if count is not None:
+        kept = instance.get_paginated_dynamic_partitions(
+            partitions.name, limit=count, ascending=False
+        )
+        newest = range_partitions(kept.results)
+        if not kept.has_more or not newest:
+            return ()
+        bound = min(r.lo for r in newest)
+    else:
+        cutoff = committed_before(conn, seconds or 0.0)
+        if cutoff is None:
+            return ()
+        bound = cutoff
+    return tuple(itertools.takewhile(lambda r: r.hi <= bound, candidates))
+
+
 def evaluate(
     instance: DagsterInstance,
     source: Source,
@@ -182,16 +221,17 @@ def evaluate(
         return Tick(None, None, f"run {in_flight[0].run_id} of {source.name} is in progress")
     if not source.tables:
         return Tick(None, None, f"source {source.name} has no captured tables selected")
-    keys = instance.get_dynamic_partitions(partitions.name)
     snapshots = {t: snapshot_info(source, t) for t in source.tables}
     missing = [t for t, s in snapshots.items() if s is None]
     if missing:
         if (why := _recent_failure(instance, source)) is not None:
             return Tick(None, None, why)
-        new = SNAPSHOT_PARTITION if SNAPSHOT_PARTITION not in keys else None
+        known = instance.has_dynamic_partition(partitions.name, SNAPSHOT_PARTITION)
+        new = SNAPSHOT_PARTITION if not known else None
         return Tick(_request(instance, source, SNAPSHOT_PARTITION, missing), new, None)
 
-    ranges = range_partitions(keys)
+    # the chain's end from the newest keys only: a tick costs the same at 10 or 100k partitions
+    ranges = recent_ranges(instance, partitions.name)
     end = chain_end(ranges)
     if end is not None:
         last = ranges[-1]
@@ -249,6 +289,9 @@ def evaluate(
         next_range = plan_next_range(
             conn, start, source.config.sync.max_transactions_per_range, maximum=maximum
         )
+        retired: tuple[LsnRange, ...] = ()
+        if next_range is not None and end is not None:  # retire once per range added
+            retired = _to_retire(instance, source, partitions, conn, ranges[-1])
     finally:
         conn.close()
     if next_range is None and _mirrors_wait_for_snapshot(source, snapshots, maximum):
@@ -257,10 +300,19 @@ def evaluate(
         next_range = LsnRange(start, maximum)
     if next_range is None:
         return Tick(None, None, f"no transaction was captured after {start.hex}")
-    return Tick(_request(instance, source, next_range.key), next_range.key, None)
+    return Tick(_request(instance, source, next_range.key), next_range.key, None, retired)
 
 
 LOCK_WAIT_SECONDS = 30.0
+
+
+def _lock_path(source: Source) -> Path:
+    storage = str(source.storage)
+    name = f".{source.name}.sync-sensor.lock"
+    if "://" not in storage or storage.startswith("file://"):
+        return Path(storage.removeprefix("file://")) / name
+    digest = hashlib.sha256(storage.encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / "cdc_assets" / f"{digest}{name}"
 
 
 @contextmanager
@@ -270,10 +322,12 @@ def exclusive(source: Source) -> Iterator[bool]:
     Dagster evaluates one sensor's ticks one at a time, but two daemons, or a tick and a manual
     evaluation, can overlap: each would plan ``(end, max]`` with its own max and add
     overlapping ranges. Under this lock an evaluation sees the partition the previous one added.
-    An advisory ``flock`` next to the source's storage: it serialises processes on one host or
-    sharing that volume.
+    An advisory ``flock`` next to the source's storage when that is a local directory: it
+    serialises processes on one host or sharing that volume. Storage on an object store (a URI)
+    has no files to lock: the lock file is then in the local temporary directory, which
+    serialises the evaluations of one host (the Dagster daemon's).
     """
-    path = source.storage / f".{source.name}.sync-sensor.lock"
+    path = _lock_path(source)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
@@ -313,6 +367,7 @@ def build_sync_sensor(
             tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
             if tick.new_partition is not None:  # visible to the next evaluation at once
                 context.instance.add_dynamic_partitions(partitions.name, [tick.new_partition])
+            retire(context.instance, partitions.name, tick.retired)
         if tick.run_request is None:
             return SkipReason(tick.skip_reason)
         requests = []

@@ -1,50 +1,297 @@
-"""Where asset data lives: one directory per asset and partition, each an atomically published
-version (:mod:`.versioned_parquet`) with a small properties file beside the Parquet files.
+"""Where asset data lives: one Delta Lake table per asset, at ``<base>/<key path>``.
 
-The properties are what the Dagster layer needs to know about a partition without reading it:
-the LSN range or snapshot LSN, coverage, row counts. They are computed from the *written* data by
-a ``finalize`` callback that runs after Spark has finished writing and before the pointer
-switches, so a version is published together with its properties or not at all — and a callback
-that raises (say, a validity check that failed) publishes nothing.
+``base`` is a local path or a Hadoop file-system URI (``file://``, ``s3a://``, ``abfss://`` ...);
+credentials come from the environment. Delta's commits are atomic on every one of them, so
+nothing here renames, locks or lists files: a write that dies leaves the previous version.
+
+Partitioned assets (the change logs) keep every partition in the same table, its rows marked
+by the partition-key column ``_cdc_partition`` (also the table's physical partitioning). Writing
+a partition replaces exactly that partition's rows (``replaceWhere``) in one commit that also
+holds the partition's *properties* — LSNs, coverage, counts — as one extra "properties row"
+(``_cdc_properties`` set, every data column null). So the properties are in the same commit
+and the same files as the rows, survive log cleanup, are read without scanning the data
+(partition pruning) and exist for empty partitions too. The properties are computed by a
+``finalize`` callback from the data *before* the commit, after the rows are read in full; a
+callback that raises (a validity check that failed) commits nothing. A partition that cannot be
+written (changes removed by cleanup) is a properties row alone that records the gap.
+
+Unpartitioned assets (the mirrors, the examples) are written whole, or updated in place with
+``MERGE INTO`` (:mod:`.mirror_store`); their properties are the commit's ``userMetadata``.
+
+The Dagster sensor reads properties often and without Spark: those reads go through delta-rs
+(the ``deltalake`` package), which reads the Delta log and the change logs' properties rows
+(change logs have no deletion vectors) but not the mirrors' data; writes and data reads go
+through Spark.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from . import versioned_parquet
+PARTITION_COLUMN = "_cdc_partition"
+PROPERTIES_COLUMN = "_cdc_properties"
+WRITE_ID = "write_id"  # in every partition's properties: tells one write of it from another
+# ... and the partition's own columns (as stored): the table's schema is the union of all
+# partitions' columns (the snapshot's, the ranges', those before and after a schema change).
+STORED_COLUMNS = "stored_columns"
+GAP = "gap"  # a partition's properties when it could not be written: {"gap": {...}}
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# Old layout (before Delta): <base>/<key path>/<partition or __all__>/_CURRENT
+OLD_LAYOUT_POINTER = "_CURRENT"
+OLD_LAYOUT_PARTITIONS = ("__all__", "snapshot")
+# SQL Server ``time`` columns (Spark's TimeType) are stored as 'HH:MM:SS.ffffff' text: Delta has
+# no time type. The field's metadata remembers the type, so reads give TimeType back.
+STORED_TYPE = "cdc_assets.type"
 
-PROPERTIES_FILE = "_cdc_properties.json"
-GAP_FILE = "_cdc_gap.json"  # beside the versions: why a partition could not be written
-UNPARTITIONED = "__all__"
+# SQL Server column names may hold characters Delta refuses in plain column names. Delta's
+# column mapping would keep them, but delta-rs (the sensor's reader) cannot read such tables: so
+# each such character is stored as _xHH_ and the field's metadata keeps the real name.
+INVALID_IN_NAMES = " ,;{}()\n\t="
+STORED_NAME = "cdc_assets.name"
+TABLE_PROPERTIES: dict[str, str] = {}
 
 Properties = dict[str, Any]
 Finalize = Callable[[DataFrame], Mapping[str, Any]]
 
 
+class NotPublished(LookupError):
+    """Nothing has been published at this location yet."""
+
+
+class OldLayout(RuntimeError):
+    """The storage holds data of the Parquet layout that preceded Delta Lake."""
+
+
 @dataclass(frozen=True)
 class Published:
-    """A version that is now current, with its properties."""
+    """A committed write: the table, its Delta version, the properties and operation metrics."""
 
-    version: Path
+    uri: str
+    version: int
     properties: Properties
+    metrics: dict[str, int] = field(default_factory=dict)
+    user_metadata: str | None = None  # as the commit holds it
+
+
+# ``commitInfo.userMetadata`` of a MERGE can only be set as a session conf. A classic session
+# gives each such commit a session of its own (``newSession``: same SparkContext, own SQL conf),
+# so threads of one driver can merge several tables at once; where that is not possible (Spark
+# Connect) the commits of this process take turns.
+_user_metadata_lock = threading.Lock()
+
+
+@contextmanager
+def user_metadata(spark: SparkSession, text: str) -> Iterator[SparkSession]:
+    """A session whose commits carry ``text`` as their userMetadata. Temporary views of
+    ``spark`` are not visible in it: share data through global temporary views."""
+    try:
+        own = spark.newSession()
+    except Exception:  # Spark Connect has no newSession: one commit at a time
+        own = None
+    if own is not None:
+        own.conf.set(USER_METADATA_CONF, text)
+        yield own
+        return
+    with _user_metadata_lock:
+        spark.conf.set(USER_METADATA_CONF, text)
+        try:
+            yield spark
+        finally:
+            spark.conf.unset(USER_METADATA_CONF)
+
+
+def to_json(properties: Mapping[str, Any]) -> str:
+    return json.dumps(dict(properties), sort_keys=True, default=str)
+
+
+def storage_uri(base: str | Path) -> str:
+    """``base`` as a URI string, a plain path made absolute."""
+    text = str(base)
+    if "://" in text:
+        return text.rstrip("/")
+    return str(Path(text).expanduser().absolute())
+
+
+def is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+def local_path(uri: str) -> Path:
+    return Path(uri.removeprefix("file://"))
+
+
+def delta_rs_uri(uri: str) -> str:
+    """delta-rs names S3 ``s3://`` (Hadoop's connector ``s3a://``)."""
+    return "s3://" + uri.removeprefix("s3a://") if uri.startswith("s3a://") else uri
+
+
+def delta_rs_storage_options() -> dict[str, str]:
+    """delta-rs reads AWS_* from the environment; plain-HTTP endpoints need this switch too."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+    return {"AWS_ALLOW_HTTP": "true"} if endpoint.startswith("http://") else {}
+
+
+def stored_name(name: str) -> str:
+    """``name`` with the characters Delta refuses as ``_xHH_``."""
+    return "".join(f"_x{ord(c):02x}_" if c in INVALID_IN_NAMES else c for c in name)
+
+
+def _col(name: str) -> Any:
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def encode_for_delta(df: DataFrame) -> DataFrame:
+    """Columns Delta cannot store as they are: ``time`` as text, names with characters Delta
+    refuses escaped; the field's metadata keeps the type and the name."""
+    columns = []
+    for f in df.schema.fields:
+        metadata: dict[str, str] = {}
+        column = _col(f.name)
+        if isinstance(f.dataType, T.TimeType):
+            column = column.cast("string")
+            metadata[STORED_TYPE] = f.dataType.simpleString()
+        name = stored_name(f.name)
+        if name != f.name:
+            metadata[STORED_NAME] = f.name
+        columns.append(column.alias(name, metadata=metadata) if metadata else column)
+    return df.select(*columns)
+
+
+def decode_from_delta(df: DataFrame) -> DataFrame:
+    columns = []
+    for f in df.schema.fields:
+        meta = f.metadata or {}
+        column = _col(f.name)
+        if meta.get(STORED_TYPE):
+            column = column.cast(meta[STORED_TYPE])
+        if meta.get(STORED_TYPE) or meta.get(STORED_NAME):
+            column = column.alias(meta.get(STORED_NAME, f.name))
+        columns.append(column)
+    return df.select(*columns)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class AssetStore:
-    """Versioned Parquet under ``base``: ``<base>/<key path>/<partition or __all__>/v-…/``."""
+    """Delta tables under ``base``: ``<base>/<key path>``, one per asset."""
 
-    def __init__(self, base: Path) -> None:
-        self.base = Path(base)
+    def __init__(self, base: str | Path) -> None:
+        self.base = storage_uri(base)
 
-    def location(self, key_path: Sequence[str], partition: str | None) -> Path:
-        return self.base.joinpath(*key_path, partition or UNPARTITIONED)
+    # -- where -----------------------------------------------------------------------------
+
+    def location(self, key_path: Sequence[str], partition: str | None = None) -> str:
+        """The asset's Delta table (all its partitions share it)."""
+        return "/".join([self.base, *key_path])
+
+    def refuse_old_layout(self, key_path: Sequence[str]) -> None:
+        """:class:`OldLayout` if the asset's directory holds the Parquet layout's versions."""
+        uri = self.location(key_path)
+        if not is_local(uri):
+            return  # the Parquet layout only ever lived on local file systems
+        directory = local_path(uri)
+        if (directory / "_delta_log").exists():
+            return
+        for name in OLD_LAYOUT_PARTITIONS:
+            if (directory / name / OLD_LAYOUT_POINTER).exists():
+                raise OldLayout(
+                    f"{directory} holds data of the old Parquet layout, which cdc_assets no "
+                    "longer reads: move the storage directory away and materialize the "
+                    "'snapshot' partition again"
+                )
+
+    # -- reading without Spark (delta-rs): the log and the properties rows ------------------
+
+    def _delta_rs(self, key_path: Sequence[str]) -> Any | None:
+        from deltalake import DeltaTable
+
+        uri = delta_rs_uri(self.location(key_path))
+        options = delta_rs_storage_options()
+        self.refuse_old_layout(key_path)
+        if not DeltaTable.is_deltatable(uri, storage_options=options):
+            return None
+        return DeltaTable(uri, storage_options=options)
+
+    def _partition_properties(self, key_path: Sequence[str], partition: str) -> Properties | None:
+        return self._properties_of(key_path, [partition]).get(partition)
+
+    def _properties_of(
+        self, key_path: Sequence[str], partitions: Sequence[str]
+    ) -> dict[str, Properties]:
+        """The properties rows of ``partitions`` (those that have one), in one read."""
+        table = self._delta_rs(key_path)
+        if table is None:
+            return {}
+        import pyarrow.compute as pc
+
+        names = {f.name for f in table.schema().fields}
+        if PARTITION_COLUMN not in names:
+            return {}
+        dataset = table.to_pyarrow_dataset(partitions=[(PARTITION_COLUMN, "in", list(partitions))])
+        rows = dataset.to_table(
+            columns=[PARTITION_COLUMN, PROPERTIES_COLUMN],
+            filter=pc.field(PROPERTIES_COLUMN).is_valid(),
+        ).to_pylist()
+        return {r[PARTITION_COLUMN]: json.loads(r[PROPERTIES_COLUMN]) for r in rows}
+
+    def commit_properties(self, key_path: Sequence[str]) -> tuple[int, Properties] | None:
+        """(version, userMetadata) of the newest commit that has one; None for no table."""
+        table = self._delta_rs(key_path)
+        if table is None:
+            return None
+        for entry in table.history(limit=50):
+            text = entry.get("userMetadata")
+            if text:
+                return int(entry["version"]), json.loads(text)
+        return table.version(), {}
+
+    def properties(self, key_path: Sequence[str], partition: str | None) -> Properties | None:
+        """The properties committed with the partition (None when it is not published), or
+        for ``partition=None`` those of the table's newest commit."""
+        if partition is None:
+            found = self.commit_properties(key_path)
+            return None if found is None else found[1]
+        properties = self._partition_properties(key_path, partition)
+        if properties is None or GAP in properties:
+            return None
+        return properties
+
+    def is_published(self, key_path: Sequence[str], partition: str | None) -> bool:
+        return self.properties(key_path, partition) is not None
+
+    def current_version(self, key_path: Sequence[str], partition: str | None) -> str | None:
+        """What tells this write of the partition from another (its write id); for an
+        unpartitioned asset the Delta version. None when nothing is published."""
+        if partition is None:
+            found = self.commit_properties(key_path)
+            return None if found is None else str(found[0])
+        properties = self.properties(key_path, partition)
+        return None if properties is None else properties.get(WRITE_ID)
+
+    def gap(self, key_path: Sequence[str], partition: str) -> Properties | None:
+        properties = self._partition_properties(key_path, partition)
+        return properties.get(GAP) if properties else None
+
+    def history(self, key_path: Sequence[str], limit: int | None = None) -> list[dict[str, Any]]:
+        """The table's commits, newest first (delta-rs); [] when there is no table."""
+        table = self._delta_rs(key_path)
+        return [] if table is None else list(table.history(limit=limit))
+
+    # -- writing (Spark) --------------------------------------------------------------------
 
     def write(
         self,
@@ -53,61 +300,148 @@ class AssetStore:
         key_path: Sequence[str],
         partition: str | None,
         finalize: Finalize | None = None,
+        *,
+        table_properties: Mapping[str, str] | None = None,
     ) -> Published:
-        """Write ``df`` as a new version, compute its properties from the written files, then
-        publish both atomically."""
-        location = self.location(key_path, partition)
-        version = versioned_parquet.write_version(df, location)
+        """Read ``df`` in full, compute its properties, then commit rows and properties at once:
+        the partition's rows replaced (``partition``), or the whole table (``None``)."""
+        self.refuse_old_layout(key_path)
+        uri = self.location(key_path)
+        data = encode_for_delta(df)
+        # Read once, before the properties are computed: a second read of the source could
+        # differ (a fuzzy snapshot), and the properties must describe the committed rows.
+        held = data.localCheckpoint(eager=True) if finalize is not None else data
         properties: Properties = {}
-        try:
-            if finalize is not None:
-                properties = dict(finalize(spark.read.parquet(str(version))))
-            text = json.dumps(properties, sort_keys=True, default=str)
-        except BaseException:
-            shutil.rmtree(version, ignore_errors=True)  # refused: never published, not kept
-            raise
-        (version / PROPERTIES_FILE).write_text(text)
-        versioned_parquet.publish_version(location, version.name)
-        return Published(version, properties)
+        if finalize is not None:
+            properties = dict(finalize(decode_from_delta(held)))
+        if partition is None:
+            writer = held.write.format("delta").mode("overwrite")
+            writer = writer.option("overwriteSchema", "true")
+        else:
+            properties[WRITE_ID] = uuid.uuid4().hex
+            properties[STORED_COLUMNS] = held.columns
+            rows = held.withColumn(PARTITION_COLUMN, F.lit(partition)).withColumn(
+                PROPERTIES_COLUMN, F.lit(None).cast("string")
+            )
+            marker = self._properties_row(spark, held, partition, properties)
+            writer = (
+                rows.unionByName(marker)
+                .write.format("delta")
+                .mode("overwrite")
+                .partitionBy(PARTITION_COLUMN)
+                .option("replaceWhere", f"{PARTITION_COLUMN} = {_sql_string(partition)}")
+                .option("mergeSchema", "true")
+            )
+        for key, value in {**TABLE_PROPERTIES, **(table_properties or {})}.items():
+            writer = writer.option(key, value)
+        text = to_json(properties)
+        writer.option("userMetadata", text).save(uri)
+        if finalize is not None:
+            held.unpersist()
+        return self.published(spark, uri, properties)
 
-    def is_published(self, key_path: Sequence[str], partition: str | None) -> bool:
-        return versioned_parquet.is_published(self.location(key_path, partition))
+    def _properties_row(
+        self, spark: SparkSession, like: DataFrame, partition: str, properties: Mapping[str, Any]
+    ) -> DataFrame:
+        schema = T.StructType(
+            [
+                *(T.StructField(f.name, f.dataType, True, f.metadata) for f in like.schema.fields),
+                T.StructField(PARTITION_COLUMN, T.StringType()),
+                T.StructField(PROPERTIES_COLUMN, T.StringType()),
+            ]
+        )
+        values = [None] * len(like.schema.fields) + [partition, to_json(properties)]
+        return spark.createDataFrame([tuple(values)], schema)
 
-    def current_version(self, key_path: Sequence[str], partition: str | None) -> Path | None:
-        try:
-            return versioned_parquet.current_version(self.location(key_path, partition))
-        except versioned_parquet.NotPublished:
-            return None
+    def mark_gap(
+        self, spark: SparkSession, key_path: Sequence[str], partition: str, gap: Mapping[str, Any]
+    ) -> None:
+        """Record that ``partition`` cannot be written because changes are gone: its rows are
+        replaced by a properties row holding the gap (so it reads as not published)."""
+        self.write(
+            spark,
+            spark.createDataFrame([], T.StructType([])),
+            key_path,
+            partition,
+            lambda _: {GAP: dict(gap)},
+        )
 
-    def properties(self, key_path: Sequence[str], partition: str | None) -> Properties | None:
-        """The published version's properties; None when nothing is published."""
-        version = self.current_version(key_path, partition)
-        if version is None:
-            return None
-        try:
-            return json.loads((version / PROPERTIES_FILE).read_text())
-        except FileNotFoundError:
-            return {}
+    def clear_gap(self, spark: SparkSession, key_path: Sequence[str], partition: str) -> None:
+        """Forget a recorded gap of ``partition`` (a no-op, and no commit, when there is none)."""
+        if self.gap(key_path, partition) is None:
+            return
+        spark.sql(
+            f"DELETE FROM delta.`{self.location(key_path)}` "
+            f"WHERE {PARTITION_COLUMN} = {_sql_string(partition)}"
+        )
 
-    def mark_gap(self, key_path: Sequence[str], partition: str, gap: Mapping[str, Any]) -> None:
-        """Record that ``partition`` cannot be written because changes are gone (atomically)."""
-        location = self.location(key_path, partition)
-        location.mkdir(parents=True, exist_ok=True)
-        temporary = location / f".{GAP_FILE}.tmp"
-        temporary.write_text(json.dumps(dict(gap), sort_keys=True, default=str))
-        temporary.replace(location / GAP_FILE)
+    def published(self, spark: SparkSession, uri: str, properties: Properties) -> Published:
+        last = spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").collect()[0]
+        metrics = {k: int(v) for k, v in (last["operationMetrics"] or {}).items() if v.isdigit()}
+        return Published(uri, int(last["version"]), properties, metrics, last["userMetadata"])
 
-    def gap(self, key_path: Sequence[str], partition: str) -> Properties | None:
-        try:
-            return json.loads((self.location(key_path, partition) / GAP_FILE).read_text())
-        except FileNotFoundError:
-            return None
-
-    def clear_gap(self, key_path: Sequence[str], partition: str) -> None:
-        (self.location(key_path, partition) / GAP_FILE).unlink(missing_ok=True)
+    # -- reading (Spark) --------------------------------------------------------------------
 
     def read(
-        self, spark: SparkSession, key_path: Sequence[str], partition: str | None
+        self,
+        spark: SparkSession,
+        key_path: Sequence[str],
+        partition: str | None,
+        *,
+        version: int | None = None,
     ) -> DataFrame:
-        """The published version (:class:`~.versioned_parquet.NotPublished` if there is none)."""
-        return versioned_parquet.read(spark, self.location(key_path, partition))
+        """The partition's rows (all rows for ``None``) at the current or a given Delta version;
+        :class:`NotPublished` if there is nothing."""
+        self.refuse_old_layout(key_path)
+        uri = self.location(key_path)
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        try:
+            df = reader.load(uri)
+        except Exception as exc:
+            if "DELTA_MISSING_DELTA_TABLE" in str(exc) or "is not a Delta table" in str(exc):
+                raise NotPublished(f"no data has been published at {uri}") from None
+            if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+                raise NotPublished(f"no data has been published at {uri}") from None
+            raise
+        if PARTITION_COLUMN in df.columns:
+            if partition is None:
+                df = df.where(F.col(PROPERTIES_COLUMN).isNull())
+                return decode_from_delta(df.drop(PARTITION_COLUMN, PROPERTIES_COLUMN))
+            return self._partition_rows(df, key_path, [partition])
+        return decode_from_delta(df)
+
+    def _partition_rows(
+        self, df: DataFrame, key_path: Sequence[str], partitions: Sequence[str]
+    ) -> DataFrame:
+        """The data rows of ``partitions`` with the columns they were written with."""
+        found = self._properties_of(key_path, partitions)
+        columns: list[str] = []
+        for p in partitions:
+            for name in (found.get(p) or {}).get(STORED_COLUMNS) or []:
+                if name not in columns and name in df.columns:
+                    columns.append(name)
+        df = df.where(F.col(PARTITION_COLUMN).isin(list(partitions)))
+        df = df.where(F.col(PROPERTIES_COLUMN).isNull())
+        if columns:
+            df = df.select(*[_col(c) for c in columns])
+        else:
+            df = df.drop(PARTITION_COLUMN, PROPERTIES_COLUMN)
+        return decode_from_delta(df)
+
+    def read_partitions(
+        self,
+        spark: SparkSession,
+        key_path: Sequence[str],
+        partitions: Sequence[str],
+        *,
+        version: int | None = None,
+    ) -> DataFrame:
+        """The rows of several partitions in one read."""
+        self.refuse_old_layout(key_path)
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        df = reader.load(self.location(key_path))
+        return self._partition_rows(df, key_path, partitions)

@@ -43,6 +43,38 @@ def after(changes: DataFrame, snapshot_lsn: bytes | None) -> DataFrame:
     return changes.where(_col(START_LSN) > F.lit(bytearray(snapshot_lsn)))
 
 
+def last_change_per_key(
+    changes: DataFrame, key_columns: Sequence[str], snapshot_lsn: bytes | None = None
+) -> DataFrame:
+    """Per key, the last change after ``snapshot_lsn`` by SQL Server's order (before images
+    left out): what a MERGE applies. ``__$operation`` 1 means the key is gone."""
+    if not key_columns:
+        raise ValueError("last_change_per_key needs key columns; keyless tables are multisets")
+    relevant = after(changes, snapshot_lsn).where(_col(OPERATION) != BEFORE_IMAGE)
+    keys = [_col(k) for k in key_columns]
+    order = [_col(c).desc() for c in CHANGE_ORDER]
+    return (
+        relevant.withColumn(
+            "__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order))
+        )
+        .where(F.col("__rank") == 1)
+        .drop("__rank")
+    )
+
+
+def net_counts(changes: DataFrame, data_columns: Sequence[str]) -> DataFrame:
+    """Per distinct row of ``data_columns``, ``__n``: inserts and after images minus deletes and
+    before images; rows whose changes cancel out are left out."""
+    cols = [_col(c) for c in data_columns]
+    sign = F.when(_col(OPERATION).isin(DELETE, BEFORE_IMAGE), F.lit(-1)).otherwise(F.lit(1))
+    return (
+        changes.select(*cols, sign.alias("__n"))
+        .groupBy(*cols)
+        .agg(F.sum("__n").alias("__n"))
+        .where(F.col("__n") != 0)
+    )
+
+
 def merge_keyed(
     mirror: DataFrame,
     changes: DataFrame,
@@ -54,16 +86,8 @@ def merge_keyed(
     if not key_columns:
         raise ValueError("merge_keyed needs key columns; use merge_multiset for keyless tables")
     data_columns = mirror.columns
-    relevant = after(changes, snapshot_lsn).where(_col(OPERATION) != BEFORE_IMAGE)
     keys = [_col(k) for k in key_columns]
-    order = [_col(c).desc() for c in CHANGE_ORDER]
-    last = (
-        relevant.withColumn(
-            "__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order))
-        )
-        .where(F.col("__rank") == 1)
-        .drop("__rank")
-    )
+    last = last_change_per_key(changes, key_columns, snapshot_lsn)
     touched = last.select(*keys)
     kept = mirror.join(touched, on=list(key_columns), how="left_anti")
     upserts = last.where(_col(OPERATION) != DELETE).select(*[_col(c) for c in data_columns])

@@ -4,12 +4,15 @@ One place decides the session's settings, so tests, the headless demo and the Da
 the same Spark: the master URL (``local[*]`` by default, ``spark://…`` for a standalone cluster),
 few shuffle partitions (our batches are small and the default 200 costs seconds per stage), the UI
 off unless asked for, Python workers running the same interpreter as the driver — otherwise
-executors start another Python that lacks the project's packages — and Delta Lake.
+executors start another Python that lacks the project's packages — and Delta Lake. A Spark
+Connect server (``spark.remote: sc://host:port``) has all of that already
+(:mod:`.connect_server` starts it with the same settings): a run attaches to it in about a second
+instead of starting a Spark of its own.
 
 Delta Lake's jars are fetched by Maven when the project is installed (``scripts/install_jars.sh``)
 into ``<sys.prefix>/share/cdc_assets/jars`` and named on ``spark.jars``: nothing is downloaded when
 Spark starts. Storage on ``s3a://`` also needs hadoop-aws and the AWS SDK, kept apart in
-``.../jars-s3`` (fetched with ``CDC_ASSETS_S3_JARS=1``) and loaded only for such storage.
+``.../jars-s3`` (fetched by the same script) and loaded only for such storage.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "4",
 }
 
+# Another Spark Connect server than spark.remote of the config names (make demo's DEMO_SPARK_PORT).
+REMOTE_ENV = "CDC_ASSETS_SPARK_REMOTE"
 JARS_ENV = "CDC_ASSETS_JARS"  # another folder holding the jars (default: see jars_folder)
 DELTA_JARS = ("delta-spark_4.2_2.13-4.4.0.jar", "delta-storage-4.4.0.jar")
 INSTALL_COMMAND = "bash scripts/install_jars.sh (or make setup)"
@@ -76,8 +81,7 @@ def delta_jars(storage_path: str | None = None) -> list[str]:
         found = sorted(str(p) for p in s3.glob("*.jar")) if s3.is_dir() else []
         if not found:
             raise MissingJars(
-                f"storage on {storage_path} needs hadoop-aws jars in {s3}: run "
-                "CDC_ASSETS_S3_JARS=1 bash scripts/install_jars.sh"
+                f"storage on {storage_path} needs hadoop-aws jars in {s3}: run {INSTALL_COMMAND}"
             )
         jars += found
     return jars
@@ -100,16 +104,55 @@ def use_this_python_for_workers() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+def remote_url(configured: str | None) -> str | None:
+    """The Spark Connect URL to use: :data:`REMOTE_ENV` when set, else ``spark.remote``."""
+    return os.environ.get(REMOTE_ENV) or configured
+
+
+def session_options(
+    *,
+    master: str = "local[*]",
+    remote: str | None = None,
+    app_name: str = "cdc_assets",
+    conf: Mapping[str, str] | None = None,
+    storage_path: str | None = None,
+) -> dict[str, str]:
+    """The builder options: :func:`session_conf` with the master, or ``spark.remote`` for a
+    Spark Connect server, which has its own master, jars and static settings: the client sets
+    only the ``spark.sql.*`` ones (PySpark skips those that are static)."""
+    if remote is not None:
+        options = {**DEFAULT_CONF, **(conf or {})}
+        runtime = {k: v for k, v in options.items() if k.startswith("spark.sql.")}
+        return {"spark.remote": remote, "spark.app.name": app_name, **runtime}
+    options = session_conf(conf, storage_path=storage_path)
+    return {"spark.master": master, "spark.app.name": app_name, **options}
+
+
 def build_spark_session(
     *,
     master: str = "local[*]",
+    remote: str | None = None,
     app_name: str = "cdc_assets",
     conf: Mapping[str, str] | None = None,
     storage_path: str | None = None,
 ) -> SparkSession:
-    """The active session for ``master``, created with :func:`session_conf` of ``conf``."""
+    """The active session for ``master`` (or the Spark Connect server ``remote``), created with
+    :func:`session_options`."""
     use_this_python_for_workers()
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in session_conf(conf, storage_path=storage_path).items():
+    builder = SparkSession.builder
+    options = session_options(
+        master=master, remote=remote, app_name=app_name, conf=conf, storage_path=storage_path
+    )
+    for key, value in options.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def write_parallelism(spark: SparkSession) -> int:
+    """How many files a small write should produce: ``spark.default.parallelism`` when set,
+    else the shuffle partitions. Read from the session's conf, so it works over Spark Connect
+    too (``spark.sparkContext`` does not exist there)."""
+    value = spark.conf.get("spark.default.parallelism", None) or spark.conf.get(
+        "spark.sql.shuffle.partitions", "1"
+    )
+    return max(1, int(value or 1))

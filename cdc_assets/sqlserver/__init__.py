@@ -59,6 +59,7 @@ from .health import (
     get_job_running,
     get_last_scan,
     get_server_time,
+    set_cleanup_retention,
 )
 from .lsn_queries import (
     decrement_lsn,
@@ -72,6 +73,7 @@ from .lsn_queries import (
 )
 from .ranges import (
     RangeStats,
+    committed_before,
     last_transaction_lsn,
     plan_next_range,
     range_stats,
@@ -118,6 +120,7 @@ __all__ = [
     "begin_exact_snapshot",
     "capture_health",
     "changed_lsns",
+    "committed_before",
     "connection_factory",
     "count_change_rows",
     "count_changes",
@@ -140,6 +143,7 @@ __all__ = [
     "range_stats",
     "read_changes",
     "read_function_changes",
+    "set_cleanup_retention",
     "snapshot_table",
     "table_exists",
     "transaction_commits",

@@ -22,7 +22,7 @@ from typing import Any
 
 from cdc_assets.lsn import Lsn
 
-from .dbapi import DbapiConnection, fetch_all, fetch_value
+from .dbapi import DbapiConnection, execute, fetch_all, fetch_value
 from .errors import PermissionDenied, SqlServerError
 from .lsn_queries import find_max_lsn, map_lsn_to_time
 
@@ -35,6 +35,7 @@ __all__ = [
     "get_job_running",
     "get_last_scan",
     "get_server_time",
+    "set_cleanup_retention",
 ]
 
 
@@ -184,6 +185,16 @@ def get_job_running(conn: DbapiConnection, job_type: str = "capture") -> bool:
     """Whether SQL Server Agent runs the CDC job ``job_type`` now (started, not stopped)."""
     activity = fetch_all(conn, JOB_ACTIVITY_QUERY, job_type)
     return bool(activity) and activity[0][0] is not None and activity[0][1] is None
+
+
+# https://learn.microsoft.com/en-us/sql/relational-databases/system-stored-procedures/sys-sp-cdc-change-job-transact-sql
+SET_RETENTION_STATEMENT = "EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = ?"
+
+
+def set_cleanup_retention(conn: DbapiConnection, minutes: int) -> None:
+    """How long the cleanup job keeps changes (what a DBA sets); SQL Server applies it when the
+    cleanup job next starts."""
+    execute(conn, SET_RETENTION_STATEMENT, minutes).close()
 
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-change-tables-transact-sql

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from cdc_assets.lsn import Lsn, LsnRange
 
 from .dbapi import DbapiConnection, fetch_all, fetch_value
-from .lsn_queries import get_max_lsn
+from .health import get_server_time
+from .lsn_queries import get_max_lsn, map_time_to_lsn
 
 __all__ = [
     "RangeStats",
+    "committed_before",
     "last_transaction_lsn",
     "plan_next_range",
     "range_stats",
@@ -99,3 +101,12 @@ def transaction_commits(conn: DbapiConnection, after: Lsn) -> list[tuple[Lsn, dt
     """Commit LSN and commit time (server local time) of every captured transaction above
     ``after``, in LSN order."""
     return [(Lsn.from_bytes(lsn), when) for lsn, when in fetch_all(conn, COMMITS_QUERY, after.raw)]
+
+
+def committed_before(conn: DbapiConnection, seconds: float) -> Lsn | None:
+    """The commit LSN of the last transaction committed at least ``seconds`` ago by the server's
+    clock (so the two clocks need not agree); None when there is none. Two queries."""
+    now = get_server_time(conn)
+    if now is None:
+        return None
+    return map_time_to_lsn(conn, now - dt.timedelta(seconds=seconds))

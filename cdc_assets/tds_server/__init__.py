@@ -7,6 +7,7 @@ Spark. Modules: :mod:`.wire` (packets, tokens), :mod:`.login` (PRELOGIN, TLS, LO
 :mod:`.client` (one connection), :mod:`.server` (listener and threads).
 """
 
+from .login import LoginAttempt
 from .server import DEFAULT_USER, TdsServer, self_signed_context
 
-__all__ = ["DEFAULT_USER", "TdsServer", "self_signed_context"]
+__all__ = ["DEFAULT_USER", "LoginAttempt", "TdsServer", "self_signed_context"]

@@ -23,9 +23,23 @@ from cdc_assets.emulator import Error as EmulatorError
 
 from . import requests as rq
 from .catalog_rpc import datatype_info
-from .datatypes import WireColumn, column_for_type, column_for_values, int_param, named
+from .datatypes import (
+    WireColumn,
+    WireTypeError,
+    column_for_type,
+    column_for_values,
+    int_param,
+    named,
+)
 from .errors import error_tokens, internal_error_tokens
-from .login import negotiate, parse_login7, parse_prelogin, prelogin_reply, tls_handshake
+from .login import (
+    LoginAttempt,
+    negotiate,
+    parse_login7,
+    parse_prelogin,
+    prelogin_reply,
+    tls_handshake,
+)
 from .wire import (
     ATTENTION,
     DONE,
@@ -95,10 +109,12 @@ class ClientConnection:
                 self._requests()
         except (ClientGone, ConnectionError, TimeoutError):
             pass
-        except ProtocolError as exc:
+        except (ProtocolError, WireTypeError, struct.error, UnicodeError) as exc:
             log.info("TDS client dropped: %s", exc)
         except OSError as exc:
             log.info("TDS client socket error: %s", exc)
+        except Exception:  # a bug must cost this connection only, never the server
+            log.exception("TDS server failed on a connection; it is closed")
         finally:
             self.close()
 
@@ -121,6 +137,8 @@ class ClientConnection:
         options = parse_prelogin(payload)
         requested = options.get(0x01, b"\x02")[:1] or b"\x02"
         encryption = negotiate(requested[0], self.server.tls_context)
+        attempt = LoginAttempt(requested[0])
+        self.server.login_attempts.append(attempt)
         self._send_reply(prelogin_reply(encryption))
         if encryption == 1 and self.server.tls_context is not None:
             tls_handshake(self.transport, self.server.tls_context)
@@ -128,6 +146,12 @@ class ClientConnection:
         if kind != LOGIN7:
             raise ProtocolError(f"expected LOGIN7, got packet type {kind}")
         login = parse_login7(payload)
+        attempt.user, attempt.database, attempt.app_name = (
+            login.user,
+            login.database,
+            login.app_name,
+        )
+        attempt.tds_version = login.tds_version
         expected = self.server.logins.get(login.user)
         if expected is None or not hmac.compare_digest(
             expected.encode("utf-8"), login.password.encode("utf-8")
@@ -164,6 +188,7 @@ class ClientConnection:
             tokens.append(b"\xae\xff")  # FEATUREEXTACK: no optional feature acknowledged
         tokens.append(done(0))
         self._send_reply(b"".join(tokens))
+        attempt.accepted = True
         self.sock.settimeout(None)
         return True
 
@@ -193,7 +218,8 @@ class ClientConnection:
                 else:
                     raise ProtocolError(f"unexpected packet type {kind}")
             except Cancelled:
-                writer.discard()
+                # the buffer ends on a whole token (tokens are written whole): the client reads
+                # on to the acknowledgement
                 writer.write(done(DONE_ATTN))
             writer.finish()
 
@@ -295,6 +321,13 @@ class ClientConnection:
         except EmulatorError as exc:
             for token_bytes in error_tokens(exc):
                 writer.write(token_bytes)
+            writer.write(done(DONE_ERROR | (DONE_MORE if more else 0), token=token))
+            return False
+        except (Cancelled, ClientGone, ProtocolError):
+            raise
+        except Exception as exc:  # a value the server cannot encode: this request fails only
+            log.exception("TDS server failed while sending a result")
+            writer.write(b"".join(internal_error_tokens(exc)))
             writer.write(done(DONE_ERROR | (DONE_MORE if more else 0), token=token))
             return False
         finally:

@@ -18,7 +18,7 @@ import struct
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Any
 
 # type codes
@@ -38,6 +38,7 @@ PLP_NULL = 0xFFFFFFFFFFFFFFFF
 PLP_UNKNOWN = 0xFFFFFFFFFFFFFFFE
 _PLP_CHUNK = 8000
 
+_WIDE = Context(prec=80, rounding=ROUND_HALF_UP)  # decimal(38, s) has more digits than 28
 _DAY0 = dt.date(1, 1, 1).toordinal()
 _DAY1900 = dt.date(1900, 1, 1).toordinal()
 _TYPE_RE = re.compile(r"^\s*([a-z_ ]+?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$", re.I)
@@ -96,7 +97,7 @@ def _decimaln(precision: int, scale: int) -> WireColumn:
     quantum = Decimal(1).scaleb(-scale)
 
     def encode(value: Any) -> bytes:
-        unscaled = int(Decimal(value).quantize(quantum, rounding=ROUND_HALF_UP).scaleb(scale))
+        unscaled = int(_WIDE.quantize(Decimal(value), quantum).scaleb(scale, _WIDE))
         sign = 1 if unscaled >= 0 else 0
         return bytes([size, sign]) + abs(unscaled).to_bytes(size - 1, "little")
 
@@ -105,7 +106,7 @@ def _decimaln(precision: int, scale: int) -> WireColumn:
 
 def _moneyn(size: int) -> WireColumn:
     def encode(value: Any) -> bytes:
-        units = int((Decimal(value) * 10000).to_integral_value(rounding=ROUND_HALF_UP))
+        units = int(_WIDE.multiply(Decimal(value), 10000).to_integral_value(ROUND_HALF_UP, _WIDE))
         if size == 4:
             return struct.pack("<Bi", 4, units)
         return struct.pack("<BiI", 8, units >> 32, units & 0xFFFFFFFF)

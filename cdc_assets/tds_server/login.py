@@ -90,6 +90,19 @@ def _prelogin_packets(data: bytes) -> bytes:
     return b"".join(out)
 
 
+@dataclass
+class LoginAttempt:
+    """One client's PRELOGIN and LOGIN7 as the server saw them (never the password); filled in
+    as the login goes on."""
+
+    encryption: int  # asked for in PRELOGIN: 0 off, 1 on, 2 not supported, 3 required
+    user: str | None = None  # None: the client hung up before LOGIN7
+    database: str | None = None
+    app_name: str | None = None
+    tds_version: int | None = None
+    accepted: bool = False
+
+
 @dataclass(frozen=True)
 class Login7:
     """What one LOGIN7 carried (the password decoded)."""

@@ -18,11 +18,13 @@ import ssl
 import subprocess
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
 from .client import ClientConnection
+from .login import LoginAttempt
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +109,7 @@ class TdsServer:
         self._ids = itertools.count(1)
         self._tran_ids = itertools.count(1)
         self._stopping = threading.Event()
+        self.login_attempts: deque[LoginAttempt] = deque(maxlen=100)  # the latest, for operators
 
     @property
     def port(self) -> int:

@@ -170,10 +170,6 @@ class ResponseWriter:
         self._buffer.clear()
         self.transport.sendall(b"".join(chunks))
 
-    def discard(self) -> None:
-        """Drop what was not sent yet (after ATTENTION)."""
-        self._buffer.clear()
-
 
 # -- tokens ---------------------------------------------------------------------------------------
 

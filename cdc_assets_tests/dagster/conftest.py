@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dagster import (
@@ -36,6 +37,8 @@ from cdc_assets.dagster.source import Source, Table, load_source
 from cdc_assets.emulator.workload import DEMO_TABLES, TableDef, Workload, create_demo_database
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import sqlserver_source
+from cdc_assets.spark.asset_store import encode_for_delta
+from cdc_assets_tests.support.outside_spark import multiset, read_with_duckdb
 
 SOURCE = "shop"
 QUIET = QUIET_RUN_CONFIG
@@ -111,6 +114,20 @@ class SyncHarness:
         columns = [f"`{c}`" for c in table.instance.column_names]
         return sqlserver_source.drop_snapshot_columns(snapshot).select(*columns)
 
+    def assert_mirrors_readable_outside_spark(self) -> None:
+        """DuckDB (no Spark) reads every mirror, deletion vectors included, as the source's
+        rows (compared as Delta stores them: ``time`` as text)."""
+        for table in self.source.tables:
+            columns = list(table.instance.column_names)
+            uri = self.source.store.location(table.mirror_key.path)
+            outside = multiset(read_with_duckdb(uri, columns))
+            expected = multiset(encode_for_delta(self.source_rows(table)).collect())
+            assert outside == expected, (
+                f"{table.qualified_name}: DuckDB reads {sum(outside.values())} rows, the source "
+                f"has {sum(expected.values())}; differing: {list(outside - expected)[:2]} / "
+                f"{list(expected - outside)[:2]}"
+            )
+
     def assert_mirrors_equal_source(self) -> Lsn:
         """Every mirror holds exactly the source table's rows (multiset) at one common LSN."""
         at = set()
@@ -145,7 +162,12 @@ def make_harness(
     on_gap: str = "resnapshot",
     owners: tuple[str, ...] = (),
     examples: tuple[str, ...] = (),
+    retain_ranges: int | str = "1d",
+    storage: str | None = None,
+    connection: dict[str, Any] | None = None,
 ) -> SyncHarness:
+    """``connection``: the source's ``connection:`` config (default: the emulator file itself;
+    the TDS tests give an ``odbc:`` one reaching the same file through a real driver)."""
     db = tmp_path / "source.db"
     conn = emulator.connect(str(db), autocommit=True)
     workload = create_demo_database(
@@ -157,13 +179,17 @@ def make_harness(
             "sources": [
                 {
                     "name": SOURCE,
-                    "connection": {"emulator": {"path": str(db)}},
-                    "sync": {"max_transactions_per_range": max_transactions, "on_gap": on_gap},
+                    "connection": connection or {"emulator": {"path": str(db)}},
+                    "sync": {
+                        "max_transactions_per_range": max_transactions,
+                        "on_gap": on_gap,
+                        "retain_ranges": retain_ranges,
+                    },
                     "snapshot": {"mode": snapshot_mode, "chunk_rows": chunk_rows},
                     "owners": list(owners),
                 }
             ],
-            "storage": {"base_path": str(tmp_path / "storage")},
+            "storage": {"base_path": storage or str(tmp_path / "storage")},
             "spark": {"master": "local[2]"},
             "examples": list(examples),
         },

@@ -14,17 +14,15 @@ this run reaches them, so earlier tables of the run are complete when it dies):
 
 - ``read``: inside the source read on the executor — the data source has fetched the first
   batch of the ``nth`` change read and not handed it on; nothing of that table is written yet.
-- ``write``: the ``nth`` change log's version directory is fully written by Spark (``_SUCCESS``)
-  but has no properties file and is not published.
-- ``publish``: the ``nth`` change log's version has its properties file; ``_CURRENT`` has not
-  switched to it yet.
-- ``switched``: ``_CURRENT`` names the ``nth`` change log's new version; older versions are not
-  pruned and Dagster has not recorded the materialization.
-- ``merge``: inside the Spark job writing the ``nth`` mirror's new version (a task has started
-  on the merged rows); the earlier mirrors of the run are published.
+- ``write``: inside the Spark job writing the ``nth`` change log's partition to Delta (the source
+  was read and the properties computed; Parquet files are being written, nothing committed).
+- ``committed``: right after the ``nth`` change log's Delta commit; Dagster has not recorded the
+  materialization.
+- ``merge``: inside the Spark job of the ``nth`` mirror's ``MERGE INTO`` (a task has started on
+  the merge's source rows); the earlier mirrors of the run are committed.
 
-``read`` and ``merge`` kill the run process from a Python worker of the executor: the worker is
-a separate process, so killing itself would only fail a task, not the run.
+``read``, ``write`` and ``merge`` kill the run process from a Python worker of the executor: the
+worker is a separate process, so killing itself would only fail a task, not the run.
 """
 
 from __future__ import annotations
@@ -40,11 +38,11 @@ from typing import Any
 STARTED = time.monotonic()
 DRIVER_PID = os.getpid()  # captured by value in the functions shipped to Python workers
 DRIVER_PID_ENV = "CDC_KILL_RUNNER_DRIVER_PID"  # and inherited by them (JVM, Python daemon)
-STAGES = ("read", "write", "publish", "switched", "merge")
+STAGES = ("read", "write", "committed", "merge")
 EXIT_NOT_KILLED_SUCCESS = 3
 EXIT_NOT_KILLED_FAILURE = 4
 EXIT_NO_GO = 5
-GO_TIMEOUT = 600.0
+GO_TIMEOUT = 1800.0  # the test may prepare a range for long on a loaded machine
 
 
 def _say(text: str) -> None:
@@ -75,11 +73,12 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
 
-    from cdc_assets.spark import sqlserver_source, versioned_parquet
+    from cdc_assets.spark import mirror_store, sqlserver_source
+    from cdc_assets.spark.asset_store import AssetStore
 
     counts = {"cdc": 0, "mirror": 0, "read": 0}
 
-    def tree(location: Path) -> str:
+    def tree(location: str) -> str:
         return Path(location).relative_to(storage).parts[0]
 
     def hit(kind: str) -> bool:
@@ -117,45 +116,46 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
             )
 
         sqlserver_source._load = load
-    elif stage in ("write", "merge"):
-        real_write = versioned_parquet.write_version
-        kind = "cdc" if stage == "write" else "mirror"
+    elif stage == "write":
+        # The properties row goes into the same Spark job as the partition's rows: a killer
+        # filter on it dies inside that job, after the source read and the properties.
+        real_row = AssetStore._properties_row
         killer = F.udf(_kill_on_first_row, BooleanType(), useArrow=False).asNondeterministic()
 
-        def write_version(df, location):  # type: ignore[no-untyped-def]
-            if tree(location) != kind or not hit(kind):
-                return real_write(df, location)
-            if stage == "merge":
-                return real_write(df.where(killer(F.lit(0))), location)
-            real_write(df, location)
-            kill_driver()
+        def properties_row(self, spark, like, partition, properties):  # type: ignore[no-untyped-def]
+            row = real_row(self, spark, like, partition, properties)
+            if str(properties.get("kind")) in ("snapshot", "range") and hit("cdc"):
+                return row.where(killer(F.lit(0)))
+            return row
 
-        versioned_parquet.write_version = write_version
-    elif stage == "publish":
-        real_publish = versioned_parquet.publish_version
+        AssetStore._properties_row = properties_row  # type: ignore[method-assign]
+    elif stage == "merge":
+        real_merge = mirror_store._run_merge
+        killer = F.udf(_kill_on_first_row, BooleanType(), useArrow=False).asNondeterministic()
 
-        def publish_version(location, name):  # type: ignore[no-untyped-def]
-            if tree(location) == "cdc" and hit("cdc"):
+        def run_merge(spark, store, uri, source, statement, properties):  # type: ignore[no-untyped-def]
+            if hit("mirror"):
+                source = source.where(killer(F.lit(0)))
+            return real_merge(spark, store, uri, source, statement, properties)
+
+        mirror_store._run_merge = run_merge
+    elif stage == "committed":
+        real_published = AssetStore.published
+
+        def published(self, spark, uri, properties):  # type: ignore[no-untyped-def]
+            found = real_published(self, spark, uri, properties)
+            if tree(uri) == "cdc" and hit("cdc"):
                 kill_driver()
-            return real_publish(location, name)
+            return found
 
-        versioned_parquet.publish_version = publish_version
-    elif stage == "switched":
-        real_switch = versioned_parquet.switch_pointer
-
-        def switch_pointer(location, name):  # type: ignore[no-untyped-def]
-            real_switch(location, name)
-            if tree(location) == "cdc" and hit("cdc"):
-                kill_driver()
-
-        versioned_parquet.switch_pointer = switch_pointer
+        AssetStore.published = published  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
 
 
 def _warm_up(spark: Any, scratch: Path) -> None:
     """The first Spark jobs of a JVM are slow: run the kinds the sync runs (a Python data
-    source, Python workers, a Parquet write and read) on throwaway data, outside the storage."""
+    source, Python workers, a Delta write and read) on throwaway data, outside the storage."""
     from pyspark.sql.datasource import DataSource, DataSourceReader
 
     class Rows(DataSourceReader):
@@ -175,8 +175,8 @@ def _warm_up(spark: Any, scratch: Path) -> None:
 
     spark.dataSource.register(Warm)
     df = spark.read.format(Warm.name()).load()
-    df.write.mode("overwrite").parquet(str(scratch))
-    spark.read.parquet(str(scratch)).groupBy("s").count().collect()
+    df.write.format("delta").mode("overwrite").save(str(scratch))
+    spark.read.format("delta").load(str(scratch)).groupBy("s").count().collect()
     spark.sparkContext.parallelize([0], 1).map(lambda x: x).collect()
 
 

@@ -37,7 +37,7 @@ def test_a_hand_typed_partition_key_is_refused_with_what_to_do(harness: SyncHarn
     harness.sync()
     text = _run(harness, "last-tuesday")
     assert "neither 'snapshot' nor an LSN range" in text
-    assert not list(harness.source.storage.rglob("last-tuesday/v-*"))
+    assert not list(Path(harness.source.storage).rglob("*last-tuesday*"))
 
 
 def test_a_range_out_of_order_fails_the_chain_check(harness: SyncHarness) -> None:

@@ -1,31 +1,26 @@
 """A sync run killed (SIGKILL of the run process) at each stage: reading the source, writing a
-change-log partition, between its properties file and the pointer switch, right after the switch,
-and while merging a mirror (:mod:`.kill_runner` describes each kill point).
+change-log partition to Delta, right after its commit, and inside a mirror's MERGE
+(:mod:`.kill_runner` describes each kill point).
 
 The run executes in a separate process, started ahead so it has Spark up, against the test's
 source database, storage and Dagster instance; the test hands it the sensor's request and it
 kills itself at its stage, after the run has completed the first table it reached. Then:
 
-- no half-written version is readable: every ``_CURRENT`` names a complete version (``_SUCCESS``,
-  properties, every Parquet file readable, the row count the properties record), the partitions
-  the run had not finished are not published at all, and the killed write left exactly one
-  version directory that no pointer names;
+- nothing uncommitted is readable: every table reads, every published partition holds the row
+  count its properties (committed with it) record, the partitions the run had not finished are
+  not published, and only the tables the run had finished have new commits — a killed MERGE
+  leaves the mirror's previous version current;
 - the killed run is left ``STARTED`` in the instance and the sensor waits for it; once it is
   marked failed (what the code server does when it finds a run process dead), the sensor
   retries the same range after its pause — no new range, no gap;
-- the rerun succeeds and writes the same partition data as an uninterrupted run. "The same
-  data" is checked two ways: every table's partition holds the same rows with the same values
-  and Spark types as the range read straight from the source; and for the tables the killed run
-  had already published, each Parquet file of the rerun has byte-identical pages and the same
-  footer content (schema, statistics, offsets, key-value metadata) — only the order of each
-  column chunk's ``encodings`` list may differ, as parquet-mr writes it from a hash set;
+- the rerun succeeds: every table's partition holds the same rows with the same values and
+  Spark types as the range read straight from the source;
 - every mirror equals its source table, all at the range's end.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import signal
@@ -38,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter, instance_for_test
 from dagster_shared.serdes import serialize_value
@@ -54,9 +48,8 @@ from cdc_assets.dagster.names import PARTITION_TAG, SNAPSHOT_PARTITION, SOURCE_T
 from cdc_assets.dagster.source import load_source
 from cdc_assets.emulator.workload import create_demo_database
 from cdc_assets.lsn import LsnRange
-from cdc_assets.spark import sqlserver_source, versioned_parquet
-from cdc_assets.spark.asset_store import PROPERTIES_FILE, AssetStore
-from cdc_assets.spark.versioned_parquet import POINTER, VERSION_PREFIX
+from cdc_assets.spark import sqlserver_source
+from cdc_assets.spark.asset_store import PARTITION_COLUMN, AssetStore
 
 from . import kill_runner
 from .conftest import SOURCE, SyncHarness
@@ -235,85 +228,39 @@ def _wait_for_tree(token: str, timeout: float = 60.0) -> list[int]:
     return left
 
 
-def _locations(storage: Path) -> list[Path]:
-    """Every asset partition directory: holds a pointer or version directories."""
-    found = set()
-    for path in storage.rglob("*"):
-        if path.name == POINTER or (path.is_dir() and path.name.startswith(VERSION_PREFIX)):
-            found.add(path.parent)
-    return sorted(found)
+def _tables(storage: Path) -> list[list[str]]:
+    """The key path of every Delta table under ``storage`` (a test-side look at the files)."""
+    return sorted(
+        list(log.parent.relative_to(storage).parts) for log in storage.rglob("_delta_log")
+    )
 
 
-def _complete(version: Path) -> bool:
-    return (version / "_SUCCESS").exists() and (version / PROPERTIES_FILE).exists()
-
-
-def _rows(version: Path, kind: str | None) -> int:
-    """The rows of a version, every Parquet file read in full (pyarrow: no Spark job)."""
-    rows = 0
-    for path in version.glob("part-*.parquet"):
-        table = pq.read_table(path)
-        if kind == SNAPSHOT_PARTITION:  # the marker rows are not the table's rows
-            rows += table.column(sqlserver_source.SNAPSHOT_LSN).null_count
-        else:
-            rows += table.num_rows
-    return rows
-
-
-def _assert_only_complete_versions_readable(storage: Path) -> set[Path]:
-    """Every ``_CURRENT`` names a complete version whose data reads back with the row count its
-    properties record; where none is published, nothing reads. Returns the versions no pointer
-    names (predecessors kept for readers, leftovers of killed writes)."""
-    store = AssetStore(storage)
-    unnamed = set()
-    for location in _locations(storage):
-        key = location.relative_to(storage).parts
-        key_path, partition = list(key[:-1]), key[-1]
-        versions = {p for p in location.iterdir() if p.name.startswith(VERSION_PREFIX)}
-        pointer = location / POINTER
-        current = None
-        if not pointer.exists():
-            assert store.current_version(key_path, partition) is None
-            assert store.properties(key_path, partition) is None
-        else:
-            current = location / pointer.read_text().strip()
-            assert current in versions, f"{pointer} names {current.name!r}: no such version"
-            assert store.current_version(key_path, partition) == current
-            assert _complete(current), f"{current} is not a complete, finalized version"
-            assert not (current / "_temporary").exists(), f"{current} holds a write in progress"
+def _assert_only_committed_data_readable(
+    spark: SparkSession, store: AssetStore, storage: Path
+) -> dict[tuple[str, ...], int]:
+    """Every table reads; every published partition reads back with the row count its
+    properties record. Returns each table's number of commits."""
+    commits = {}
+    for key_path in _tables(storage):
+        history = store.history(key_path)
+        commits[tuple(key_path)] = len(history)
+        if key_path[0] != "cdc":
+            store.read(spark, key_path, None).count()  # a mirror: its current version reads
+            continue
+        for partition in _partitions(spark, store, key_path):
             properties = store.properties(key_path, partition)
-            assert properties is not None
-            rows = _rows(current, properties.get("kind"))
-            assert rows == properties["rows"], f"{current}: rows differ from its properties"
-        unnamed |= versions - {current}
-    return unnamed
+            if properties is None:
+                continue  # a recorded gap
+            rows = store.read(spark, key_path, partition)
+            if properties.get("kind") == SNAPSHOT_PARTITION:
+                rows = sqlserver_source.snapshot_rows(rows)
+            assert rows.count() == properties["rows"], f"{key_path} {partition}: rows differ"
+    return commits
 
 
-def _fingerprint(version: Path) -> list[tuple[str, str]]:
-    """Per Parquet file: the hash of its bytes before the footer (every page, byte for byte)
-    and of its footer's content with each column chunk's encodings sorted — parquet-mr writes
-    that list from a hash set, in an order that varies between JVMs. File names hold a random
-    id and are left out."""
-    prints = []
-    for path in version.glob("part-*.parquet"):
-        data = path.read_bytes()
-        assert data[-4:] == b"PAR1", f"{path} is not a complete Parquet file"
-        footer = int.from_bytes(data[-8:-4], "little")
-        meta = pq.read_metadata(path)
-        chunks = []
-        for g in range(meta.num_row_groups):
-            for c in range(meta.num_columns):
-                chunk = meta.row_group(g).column(c).to_dict()
-                chunk["encodings"] = sorted(chunk["encodings"])
-                chunks.append(chunk)
-        footer_content = repr((meta.schema.to_arrow_schema(), meta.metadata, chunks))
-        prints.append(
-            (
-                hashlib.sha256(data[: len(data) - 8 - footer]).hexdigest(),
-                hashlib.sha256(footer_content.encode()).hexdigest(),
-            )
-        )
-    return sorted(prints)
+def _partitions(spark: SparkSession, store: AssetStore, key_path: list[str]) -> list[str]:
+    df = spark.read.format("delta").load(store.location(key_path))
+    return [r[0] for r in df.select(PARTITION_COLUMN).distinct().collect()]
 
 
 def _sorted_rows(df: DataFrame) -> list:
@@ -340,44 +287,33 @@ def _kill_and_recover(
     key = request.partition_key
     lsn_range = LsnRange.parse_key(key)
     at_before = {t: mirror_lsn(source, t) for t in tables}
-    _assert_only_complete_versions_readable(source.storage)
-    versions_before = set(source.storage.rglob(f"{VERSION_PREFIX}*"))
+    commits_before = _assert_only_committed_data_readable(spark, store, Path(source.storage))
 
     started = time.monotonic()
     _run_killed(run, request)
     killed_seconds = time.monotonic() - started
 
     # Nothing half-written is readable, and the run died where the stage says.
-    # The versions the killed run wrote and no pointer names.
-    left = _assert_only_complete_versions_readable(source.storage) - versions_before
+    commits = _assert_only_committed_data_readable(spark, store, Path(source.storage))
     published = [t for t in tables if store.is_published(t.change_log_key.path, key)]
     moved = [t for t in tables if mirror_lsn(source, t) != at_before[t]]
+    held = None
     if stage == "merge":
         assert len(published) == len(tables), f"{stage}: change logs published: {published}"
         assert len(moved) == NTH - 1, f"{stage}: mirrors moved: {moved}"
         assert all(mirror_lsn(source, t) == lsn_range.hi for t in moved)
-        killed_at = {store.location(tables[NTH - 1].mirror_key.path, None)}
-        held = store.current_version(tables[NTH - 1].mirror_key.path, None)
+        killed = tables[NTH - 1].mirror_key.path
+        # the killed MERGE made no commit: the mirror's previous version is its current one
+        assert commits[tuple(killed)] == commits_before[tuple(killed)], f"{stage}: a commit"
+        held = int(store.current_version(killed, None) or -1)
     else:
-        expected = NTH if stage == "switched" else NTH - 1
+        expected = NTH if stage == "committed" else NTH - 1
         assert len(published) == expected, f"{stage}: change logs published: {published}"
         assert not moved, f"{stage}: mirrors moved although no change log was complete"
-        # The run reaches the tables in its own order: the killed one is one not published.
-        killed_at = {store.location(t.change_log_key.path, key) for t in tables} - {
-            store.location(t.change_log_key.path, key) for t in published
-        }
-        held = None
-    if stage == "switched":
-        assert not left, f"{stage}: a published write left {left}"
-    else:
-        assert len(left) == 1 and {v.parent for v in left} <= killed_at, (
-            f"{stage}: leftovers of the killed write: {left}"
+        changed = {k for k, n in commits.items() if n != commits_before.get(k, 0)}
+        assert changed == {tuple(t.change_log_key.path) for t in published}, (
+            f"{stage}: tables with new commits: {changed}"
         )
-    fingerprints = {
-        t: _fingerprint(v)
-        for t in published
-        if (v := store.current_version(t.change_log_key.path, key)) is not None
-    }
 
     # The killed run stays STARTED: the sensor waits for it, whatever the storage says.
     killed = _latest_run(instance)
@@ -406,7 +342,7 @@ def _kill_and_recover(
     rerun_seconds = time.monotonic() - started
     assert result.success, f"{stage}: the rerun failed"
     assert not harness.tick().run_requests, f"{stage}: the sensor still has work after the rerun"
-    _assert_only_complete_versions_readable(source.storage)
+    _assert_only_committed_data_readable(spark, store, Path(source.storage))
 
     # The rerun's partitions: the range's rows as the source gives them, same types.
     settings = source.config.connection_settings()
@@ -419,24 +355,18 @@ def _kill_and_recover(
         )
         properties = store.properties(table.change_log_key.path, key) or {}
         assert properties.get("coverage", {}).get("ok"), properties
-    for table, fingerprint in fingerprints.items():
-        version = store.current_version(table.change_log_key.path, key)
-        assert version is not None
-        assert _fingerprint(version) == fingerprint, (
-            f"{stage}: {table.qualified_name}: the rerun's Parquet data differs from the "
-            "killed run's published data"
-        )
     at = harness.assert_mirrors_equal_source()
     assert at == lsn_range.hi
     return {
         "stage": stage,
         "killed_seconds": round(killed_seconds, 1),
         "rerun_seconds": round(rerun_seconds, 1),
-        "leftovers": sorted(
-            f"{v.relative_to(source.storage)}{' (complete)' if _complete(v) else ''}" for v in left
+        # merge: the mirror version current when the MERGE was killed still reads (time travel)
+        "held_version_reads": (
+            store.read(spark, tables[NTH - 1].mirror_key.path, None, version=held).count() >= 0
+            if held is not None
+            else None
         ),
-        # merge: was the version readers held when the rerun switched still there after it?
-        "held_version_kept": held.exists() if held is not None else None,
     }
 
 
@@ -461,12 +391,11 @@ def test_a_run_killed_at_each_stage_reruns_to_the_same_data(
         print(report, flush=True)
 
 
-def test_a_killed_write_does_not_displace_the_version_readers_hold(
-    tmp_path: Path, spark: SparkSession
-) -> None:
-    location = tmp_path / "asset" / "__all__"
-    df = spark.range(3)
-    held = versioned_parquet.publish(df, location)  # what a reader resolved
-    versioned_parquet.write_version(df, location)  # a run killed before it published this
-    versioned_parquet.publish(df, location)  # the rerun
-    assert held.exists(), "the version _CURRENT named before the switch was removed"
+def test_a_reader_keeps_the_version_it_resolved(tmp_path: Path, spark: SparkSession) -> None:
+    """Later commits (a rerun, the next range) do not take away the version a reader holds."""
+    store = AssetStore(tmp_path)
+    held = store.write(spark, spark.range(3), ["asset"], None)  # what a reader resolved
+    store.write(spark, spark.range(5), ["asset"], None)
+    store.write(spark, spark.range(7), ["asset"], None)
+    assert store.read(spark, ["asset"], None, version=held.version).count() == 3
+    assert store.read(spark, ["asset"], None).count() == 7

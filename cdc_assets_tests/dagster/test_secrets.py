@@ -10,7 +10,6 @@ the password was in use, and the failures it searches say that the login failed.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from pathlib import Path
@@ -34,8 +33,6 @@ from cdc_assets.dagster.in_process import apply_partition_requests, evaluate_sen
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION, sync_job_name
 from cdc_assets.dagster.source import Source, select_tables
 from cdc_assets.emulator.workload import create_demo_database
-from cdc_assets.spark import versioned_parquet
-from cdc_assets.spark.asset_store import PROPERTIES_FILE
 from cdc_assets.sqlserver import discover
 from cdc_assets_tests.support.fake_tds import (
     FRAGMENT,
@@ -94,19 +91,21 @@ def _odbc_source(tmp_path: Path, port: int) -> tuple[Source, Definitions]:
     return source, build_definitions(config, [source])
 
 
-def _publish_snapshot_properties(source: Source) -> None:
+def _publish_snapshot_properties(spark: SparkSession, source: Source) -> None:
     """What a successful snapshot leaves for the sensor (properties only, no rows): with every
     table snapshotted, the next tick asks the source for its max LSN, i.e. logs in."""
     for table in source.tables:
         assert table.instance.start_lsn is not None
         lsn = table.instance.start_lsn.hex
-        location = source.store.location(table.change_log_key.path, SNAPSHOT_PARTITION)
-        version = location / "v-00000000000000000001-fake"
-        version.mkdir(parents=True)
         properties = {"kind": "snapshot", "mode": "exact", "replay_from": lsn, "snapshot_lsn": lsn}
         properties["capture_instance"] = table.instance.name
-        (version / PROPERTIES_FILE).write_text(json.dumps(properties))
-        versioned_parquet.switch_pointer(location, version.name)
+        source.store.write(
+            spark,
+            spark.createDataFrame([], "id int"),
+            table.change_log_key.path,
+            SNAPSHOT_PARTITION,
+            lambda _, p=properties: p,
+        )
 
 
 def _step_failures(result: ExecuteInProcessResult) -> str:
@@ -153,7 +152,7 @@ def test_password_reaches_no_dagster_storage(
         assert len(server.logins) == 1
 
         # 3. once snapshots exist, the tick itself logs in (max LSN) and fails with the refusal
-        _publish_snapshot_properties(source)
+        _publish_snapshot_properties(spark, source)
         try:
             tick()
         except Exception as exc:
@@ -191,7 +190,7 @@ def test_password_reaches_no_dagster_storage(
     root = Path(instance.root_directory)
     files = _files(root, tmp_path)
     assert any(p.suffix == ".db" and root in p.parents for p in files)  # run/event storage
-    assert any(p.name == PROPERTIES_FILE for p in files)  # the asset store
+    assert any(p.parent.name == "_delta_log" for p in files)  # the asset store
     found_login_failure = False
     for path in files:
         content = path.read_bytes()

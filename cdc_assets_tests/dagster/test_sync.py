@@ -239,6 +239,7 @@ def test_mirrors_equal_source_after_random_concurrent_workloads(
     harness.capture()
     harness.sync()
     lsn = harness.assert_mirrors_equal_source()
+    harness.assert_mirrors_readable_outside_spark()
     conn = harness.source.connect()
     try:
         assert lsn == get_max_lsn(conn)

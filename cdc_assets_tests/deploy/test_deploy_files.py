@@ -243,6 +243,7 @@ ROLES = (
     "daemon",
     "spark-master",
     "spark-worker",
+    "spark-connect",
 )
 
 
@@ -263,6 +264,8 @@ def _role(service: dict[str, Any]) -> str | None:
         return "spark-master"
     if "org.apache.spark.deploy.worker.Worker" in argv:
         return "spark-worker"
+    if argv[:3] == ["python", "-m", "cdc_assets.spark.connect_server"]:
+        return "spark-connect"
     return None
 
 
@@ -437,7 +440,14 @@ def test_compose_images(services: dict[str, dict[str, Any]], roles: dict[str, st
     )
     postgres = _service(services, roles, "postgres")["image"]
     assert postgres == "postgres:16" or postgres.startswith("postgres:16-"), postgres
-    built = ("code-location", "webserver", "daemon", "spark-master", "spark-worker")
+    built = (
+        "code-location",
+        "webserver",
+        "daemon",
+        "spark-master",
+        "spark-worker",
+        "spark-connect",
+    )
     images = {_service(services, roles, role).get("image") for role in built}
     assert len(images) == 1, f"the Dagster and Spark services run one image; got {images}"
 
@@ -651,10 +661,10 @@ def test_production_config_names_the_compose_source(
 def test_storage_is_one_volume_shared_with_the_spark_workers(
     production: ProjectConfig, services: dict[str, dict[str, Any]], roles: dict[str, str]
 ) -> None:
-    base_path = PurePosixPath(production.storage.base_path.as_posix())
+    base_path = PurePosixPath(production.storage.base_path)
     assert base_path.is_absolute()
     volumes = {}
-    for role in ("code-location", "spark-worker"):
+    for role in ("code-location", "spark-worker", "spark-connect"):
         mounted = [
             source
             for kind, source, target in _volumes(_service(services, roles, role))
@@ -675,6 +685,23 @@ def test_spark_master_url_matches_the_cluster(
     url = f"spark://{host}:{port}"
     assert production.spark.master == url
     assert url in _argv(_service(services, roles, "spark-worker"))
+
+
+def test_runs_attach_to_the_compose_spark_connect_server(
+    production: ProjectConfig, services: dict[str, dict[str, Any]], roles: dict[str, str]
+) -> None:
+    """spark.remote names the spark-connect service and the port it binds, on every interface
+    of its container (the default 127.0.0.1 would refuse the code location's runs)."""
+    server = _service(services, roles, "spark-connect")
+    argv = _argv(server)
+    assert production.spark.remote == f"sc://{roles['spark-connect']}:{_option(argv, '--port')}"
+    assert _option(argv, "--host") == "0.0.0.0"
+    depends = server.get("depends_on") or {}
+    assert roles["spark-worker"] in depends, "the server's driver needs the cluster"
+    code_location = _service(services, roles, "code-location").get("depends_on") or {}
+    assert code_location.get(roles["spark-connect"], {}).get("condition") == "service_healthy"
+    env = _environment(server)
+    assert "CDC_ASSETS_CONFIG" in env and "CDC_ASSETS_DB_PASSWORD" in env
 
 
 # -- deploy/sqlserver/init.sql ---------------------------------------------------------------------
@@ -803,7 +830,7 @@ def test_helm_user_deployment(helm: dict[str, Any], production: ProjectConfig) -
     volumes = {v["name"]: v for v in deployment.get("volumes") or []}
     config_dir = str(PurePosixPath(env["CDC_ASSETS_CONFIG"]).parent)
     assert "configMap" in volumes[mounts[config_dir]], "the configuration comes from a ConfigMap"
-    storage = mounts[production.storage.base_path.as_posix()]
+    storage = mounts[str(PurePosixPath(production.storage.base_path))]
     assert "persistentVolumeClaim" in volumes[storage], "the asset store is a shared volume"
 
 

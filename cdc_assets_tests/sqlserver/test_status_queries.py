@@ -17,6 +17,7 @@ from cdc_assets.sqlserver import (
     get_max_lsn,
     get_server_time,
     last_transaction_lsn,
+    set_cleanup_retention,
     table_exists,
     transaction_commits,
 )
@@ -28,7 +29,7 @@ from .conftest import CdcDatabase
 def test_jobs_last_scan_and_job_activity(orders_db: CdcDatabase) -> None:
     db = orders_db
     db.execute("EXEC sys.sp_cdc_change_job @job_type = N'capture', @pollinginterval = 2")
-    db.execute("EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = 60")
+    set_cleanup_retention(db.conn, 60)
     jobs = get_cdc_jobs(db.conn)
     assert set(jobs) == {"capture", "cleanup"}
     assert jobs["capture"].polling_interval_s == 2 and jobs["capture"].continuous is True

@@ -3,11 +3,14 @@
 ``CLIENTS``: pyodbc + Microsoft ODBC Driver 18 (the PyPI wheel, loaded by path), pyodbc + FreeTDS
 (Debian's tdsodbc) and python-tds. :func:`wire_connect` opens one of them as a pyodbc-shaped
 DB-API connection (python-tds through :class:`PytdsConnection`, which takes ``?`` placeholders
-and ``conn.execute``), so the emulator's own tests can run through each of them unchanged.
+and ``conn.execute``, and returns uniqueidentifier as a str like pyodbc), so the emulator's own
+tests can run through each of them unchanged.
 """
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +23,9 @@ USER = "cdc_test"
 PASSWORD = "Tds;pw{1=x"  # needs braces in a connection string (no "}": FreeTDS 1.3)
 PASSWORD_ENV = "CDC_TEST_TDS_PASSWORD"
 DATABASE = "salesdb"
+# Spark's Python workers inherit the environment of the JVM, started on first use of the session
+# fixture, after collection: set here (imported by conftest at collection), they see it.
+os.environ.setdefault(PASSWORD_ENV, PASSWORD)
 
 
 def odbc18_driver() -> str:
@@ -85,15 +91,33 @@ class PytdsCursor:
             raise type(exc)(f"{exc.args[0]} ({number})") from exc
         return self
 
+    @staticmethod
+    def _row(row: Any) -> Any:
+        """uniqueidentifier as pyodbc returns it (upper-case str; python-tds: uuid.UUID)."""
+        if row is None or not any(isinstance(v, uuid.UUID) for v in row):
+            return row
+        values = [str(v).upper() if isinstance(v, uuid.UUID) else v for v in row]
+        return type(row)(*values)
+
+    def fetchone(self) -> Any:
+        return self._row(self._cursor.fetchone())
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        rows = self._cursor.fetchmany(size) if size is not None else self._cursor.fetchmany()
+        return [self._row(r) for r in rows]
+
+    def fetchall(self) -> list[Any]:
+        return [self._row(r) for r in self._cursor.fetchall()]
+
     def fetchval(self) -> Any:
         row = self._cursor.fetchone()
-        return None if row is None else row[0]
+        return None if row is None else self._row(row)[0]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cursor, name)
 
     def __iter__(self) -> Any:
-        return iter(self._cursor)
+        return (self._row(r) for r in self._cursor)
 
 
 class PytdsConnection:

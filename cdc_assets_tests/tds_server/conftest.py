@@ -17,6 +17,7 @@ import pytest
 
 from cdc_assets import emulator
 from cdc_assets.tds_server import TdsServer, self_signed_context
+from cdc_assets_tests.dagster.conftest import instance  # noqa: F401 - the Dagster instance fixture
 from cdc_assets_tests.emulator.test_contract import MAX_LSN, SETUP
 from cdc_assets_tests.support.tds import CLIENTS, PASSWORD, USER, wire_connect
 

@@ -1,0 +1,248 @@
+"""Mirrors as Delta tables, updated in place with ``MERGE INTO``.
+
+A mirror is one Delta table with deletion vectors (a MERGE marks the rows it removes instead of
+rewriting their files, so bytes written grow with the changes, not the table) and Change Data
+Feed (downstream assets can read only what changed: ``readChangeFeed``). Each commit's
+``userMetadata`` holds the mirror's properties, among them the LSN it reached, so the data and
+its LSN are one commit; the table's history maps each LSN the mirror reached to a Delta version,
+which :func:`read_mirror_as_of` uses.
+
+- keyed tables: the range's last change per key (:func:`.mirror_merge.last_change_per_key`) is
+  merged: a delete removes the key, an insert or after image inserts or updates the row.
+- keyless tables are multisets: per distinct row the changes add or remove copies. The affected
+  distinct rows are deleted and re-inserted with their new number of copies, in one MERGE.
+
+The merge is SQL (``MERGE INTO delta.`<uri>```) on a temporary view, which also works over
+Spark Connect (Delta's Python ``DeltaTable`` API does not). ``userMetadata`` of a MERGE can only
+be given as a session conf: each MERGE runs in a session of its own (``newSession``), its source
+a global temporary view, so threads can merge different tables at once; over Spark Connect,
+which has no ``newSession``, merges of one process take turns (:func:`.asset_store.user_metadata`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdc_assets.lsn import Lsn
+
+from .asset_store import (
+    AssetStore,
+    NotPublished,
+    Published,
+    decode_from_delta,
+    encode_for_delta,
+    stored_name,
+    to_json,
+    user_metadata,
+)
+from .mirror_merge import MISSING_ROW, OPERATION, after, last_change_per_key, net_counts
+
+MIRROR_TABLE_PROPERTIES = {
+    "delta.enableDeletionVectors": "true",
+    "delta.enableChangeDataFeed": "true",
+}
+LSN = "lsn"  # the property holding the LSN a mirror commit reached (Lsn.hex)
+ACTION = "_cdc_action"
+COPIES = "_cdc_copies"
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def rebuild(
+    spark: SparkSession,
+    store: AssetStore,
+    key_path: Sequence[str],
+    df: DataFrame,
+    properties: Mapping[str, Any],
+) -> Published:
+    """Replace the mirror with ``df`` (from a snapshot), in one commit with ``properties``."""
+    return store.write(
+        spark,
+        df,
+        key_path,
+        None,
+        lambda written: {**properties, "columns": written.columns, "rows": written.count()},
+        table_properties=MIRROR_TABLE_PROPERTIES,
+    )
+
+
+def _target_columns(spark: SparkSession, uri: str) -> list[str]:
+    """The mirror's column names as the source has them (not as stored)."""
+    return decode_from_delta(spark.read.format("delta").load(uri)).columns
+
+
+def _s(name: str) -> str:
+    """The stored column name, quoted for SQL."""
+    return _q(stored_name(name))
+
+
+def _run_merge(
+    spark: SparkSession,
+    store: AssetStore,
+    uri: str,
+    source: DataFrame,
+    statement: str,
+    properties: Mapping,
+) -> Published:
+    """The MERGE, committed with ``properties``; a MERGE that changed nothing may make no
+    commit, and then the properties get one of their own (:func:`record`)."""
+    view = f"cdc_merge_{uuid.uuid4().hex}"
+    source.createOrReplaceGlobalTempView(view)  # seen by the commit's own session
+    text = to_json(properties)
+    try:
+        with user_metadata(spark, text) as session:
+            target, changes = f"delta.`{uri}`", f"global_temp.{view}"
+            session.sql(statement.format(target=target, source=changes)).collect()
+    finally:
+        spark.catalog.dropGlobalTempView(view)
+    published = store.published(spark, uri, dict(properties))
+    if published.user_metadata != text:
+        _record(spark, uri, properties)
+        published = store.published(spark, uri, dict(properties))
+    return published
+
+
+def _record(spark: SparkSession, uri: str, properties: Mapping[str, Any]) -> None:
+    with user_metadata(spark, to_json(properties)) as session:
+        session.sql(
+            f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES "
+            f"('cdc_assets.{LSN}' = '{properties.get(LSN, '')}')"
+        )
+
+
+def record(
+    spark: SparkSession, store: AssetStore, key_path: Sequence[str], properties: Mapping[str, Any]
+) -> Published:
+    """A commit without data changes that moves the mirror's properties (its LSN) on."""
+    uri = store.location(key_path)
+    _record(spark, uri, properties)
+    return store.published(spark, uri, dict(properties))
+
+
+def row_count(spark: SparkSession, uri: str) -> int:
+    return spark.read.format("delta").load(uri).count()
+
+
+def merge_keyed(
+    spark: SparkSession,
+    store: AssetStore,
+    key_path: Sequence[str],
+    changes: DataFrame,
+    *,
+    key_columns: Sequence[str],
+    snapshot_lsn: bytes | None,
+    properties: Mapping[str, Any],
+) -> Published:
+    """Apply ``changes`` to the keyed mirror: the last change per key decides."""
+    uri = store.location(key_path)
+    columns = _target_columns(spark, uri)
+    last = last_change_per_key(changes, key_columns, snapshot_lsn)
+    present = set(last.columns)
+    source = encode_for_delta(
+        last.select(
+            *[F.col(_q(c)) if c in present else F.lit(None).alias(c) for c in columns],
+            F.col(_q(OPERATION)).alias(ACTION),
+        )
+    )
+    on = " AND ".join(f"t.{_s(k)} = s.{_s(k)}" for k in key_columns)
+    sets = ", ".join(f"t.{_s(c)} = s.{_s(c)}" for c in columns if c not in key_columns)
+    names = ", ".join(_s(c) for c in columns)
+    values = ", ".join(f"s.{_s(c)}" for c in columns)
+    statement = (
+        f"MERGE INTO {{target}} t USING {{source}} s ON {on} "
+        f"WHEN MATCHED AND s.{ACTION} = 1 THEN DELETE "
+        + (f"WHEN MATCHED THEN UPDATE SET {sets} " if sets else "")
+        + f"WHEN NOT MATCHED AND s.{ACTION} <> 1 THEN INSERT ({names}) VALUES ({values})"
+    )
+    return _run_merge(spark, store, uri, source, statement, properties)
+
+
+def merge_multiset(
+    spark: SparkSession,
+    store: AssetStore,
+    key_path: Sequence[str],
+    changes: DataFrame,
+    *,
+    snapshot_lsn: bytes | None,
+    properties: Mapping[str, Any],
+) -> Published:
+    """Apply ``changes`` to the keyless mirror: the distinct rows they touch are deleted and
+    inserted again as many times as they now occur (an error if a count would go negative)."""
+    uri = store.location(key_path)
+    mirror = decode_from_delta(spark.read.format("delta").load(uri))
+    columns = mirror.columns
+    net = net_counts(after(changes, snapshot_lsn), columns)  # columns + __n, n != 0
+    held = mirror.join(
+        net.select(*[F.col(_q(c)) for c in columns]),
+        on=[mirror[_q(c)].eqNullSafe(net[_q(c)]) for c in columns],
+        how="left_semi",
+    )
+    counts = held.groupBy(*[F.col(_q(c)) for c in columns]).agg(F.count(F.lit(1)).alias("__m"))
+    joined = net.join(
+        counts,
+        on=[net[_q(c)].eqNullSafe(counts[_q(c)]) for c in columns],
+        how="left",
+    ).select(
+        *[net[_q(c)] for c in columns],
+        (F.coalesce(F.col("__m"), F.lit(0)) + F.col("__n")).alias(COPIES),
+    )
+    checked = joined.withColumn(
+        COPIES,
+        F.when(F.col(COPIES) < 0, F.raise_error(F.lit(MISSING_ROW))).otherwise(F.col(COPIES)),
+    )
+    deletes = checked.select(*[F.col(_q(c)) for c in columns], F.lit("d").alias(ACTION))
+    inserts = (
+        checked.where(F.col(COPIES) > 0)
+        .withColumn("__copy", F.explode(F.array_repeat(F.lit(1), F.col(COPIES).cast("int"))))
+        .select(*[F.col(_q(c)) for c in columns], F.lit("i").alias(ACTION))
+    )
+    source = encode_for_delta(deletes.unionByName(inserts))
+    on = " AND ".join(f"t.{_s(c)} <=> s.{_s(c)}" for c in columns)
+    names = ", ".join(_s(c) for c in columns)
+    values = ", ".join(f"s.{_s(c)}" for c in columns)
+    statement = (
+        f"MERGE INTO {{target}} t USING {{source}} s ON s.{ACTION} = 'd' AND {on} "
+        "WHEN MATCHED THEN DELETE "
+        f"WHEN NOT MATCHED AND s.{ACTION} = 'i' THEN INSERT ({names}) VALUES ({values})"
+    )
+    return _run_merge(spark, store, uri, source, statement, properties)
+
+
+def lsn_versions(spark: SparkSession, uri: str) -> list[tuple[Lsn, int]]:
+    """(LSN, Delta version) for every commit of the mirror that recorded an LSN, oldest first
+    (as far back as the Delta log keeps history: ``delta.logRetentionDuration``)."""
+    rows = spark.sql(f"DESCRIBE HISTORY delta.`{uri}`").select("version", "userMetadata")
+    found = []
+    for row in rows.collect():
+        if not row["userMetadata"]:
+            continue
+        try:
+            lsn = json.loads(row["userMetadata"]).get(LSN)
+        except ValueError:
+            continue
+        if lsn:
+            found.append((Lsn.parse(lsn), int(row["version"])))
+    return sorted(found, key=lambda pair: pair[1])
+
+
+def read_mirror_as_of(spark: SparkSession, path: str, lsn: Lsn | str) -> DataFrame:
+    """The mirror at ``path`` (its Delta table) as it was at ``lsn``: the newest version whose
+    recorded LSN is at or below ``lsn``. :class:`NotPublished` if the mirror had not reached it
+    (or the log no longer goes back that far).
+
+    ``lsn`` is an :class:`~cdc_assets.lsn.Lsn` or any text :meth:`Lsn.parse` accepts.
+    """
+    target = lsn if isinstance(lsn, Lsn) else Lsn.parse(lsn)
+    candidates = [version for at, version in lsn_versions(spark, path) if at <= target]
+    if not candidates:
+        raise NotPublished(f"the mirror at {path} has no version at or before {target.hex}")
+    version = max(candidates)
+    return decode_from_delta(spark.read.format("delta").option("versionAsOf", version).load(path))

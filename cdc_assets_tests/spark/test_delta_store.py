@@ -1,0 +1,228 @@
+"""The Delta Lake store: partitions replaced idempotently with their properties in the same
+commit, gaps recorded in the table, mirrors merged in place (keyed and multiset) and readable as
+of an LSN, the old Parquet layout refused."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdc_assets.lsn import Lsn
+from cdc_assets.spark import mirror_store
+from cdc_assets.spark.asset_store import (
+    USER_METADATA_CONF,
+    AssetStore,
+    NotPublished,
+    OldLayout,
+)
+from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+
+CHANGE_COLUMNS = (
+    "`__$start_lsn` binary, `__$command_id` int, `__$seqval` binary, `__$operation` int"
+)
+
+
+def _lsn(n: int) -> bytearray:
+    return bytearray(Lsn.from_int(n).raw)
+
+
+def _changes(spark: SparkSession, rows: list[tuple], data: str) -> DataFrame:
+    full = [(_lsn(lsn), 1, _lsn(seq), op, *values) for lsn, seq, op, *values in rows]
+    return spark.createDataFrame(full, f"{CHANGE_COLUMNS}, {data}")
+
+
+def _sorted(df: DataFrame) -> list[tuple]:
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def test_partition_rewrite_replaces_only_that_partition(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    store = AssetStore(tmp_path)
+    key = ["log", "t"]
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "id int, v string")
+    first = store.write(spark, df, key, "p1", lambda w: {"rows": w.count()})
+    store.write(spark, df.where("id = 1"), key, "p2", lambda w: {"rows": w.count()})
+    again = store.write(spark, df.where("id = 2"), key, "p1", lambda w: {"rows": w.count()})
+    assert _sorted(store.read(spark, key, "p1")) == [(2, "b")]
+    assert _sorted(store.read(spark, key, "p2")) == [(1, "a")]
+    assert store.properties(key, "p1") == {
+        "rows": 1,
+        "write_id": again.properties["write_id"],
+        "stored_columns": ["id", "v"],
+    }
+    assert store.current_version(key, "p1") != first.properties["write_id"]
+    # the properties are in the commit that wrote the rows
+    history = {h["version"]: h for h in store.history(key)}
+    assert json.loads(history[again.version]["userMetadata"])["rows"] == 1
+    assert store.properties(key, "p3") is None and not store.is_published(key, "p3")
+    # an empty partition is published, with its properties
+    store.write(spark, df.where("id = 3"), key, "p3", lambda w: {"rows": w.count()})
+    assert store.properties(key, "p3")["rows"] == 0
+    assert store.read(spark, key, "p3").count() == 0
+    assert _sorted(store.read_partitions(spark, key, ["p1", "p2"])) == [(1, "a"), (2, "b")]
+
+
+def test_a_refusing_finalize_commits_nothing(spark: SparkSession, tmp_path: Path) -> None:
+    store = AssetStore(tmp_path)
+    df = spark.createDataFrame([(1,)], "id int")
+    store.write(spark, df, ["t"], "p", lambda w: {"rows": 1})
+    before = len(store.history(["t"]))
+
+    def refuse(written: DataFrame) -> dict:
+        raise ValueError("coverage lost")
+
+    with pytest.raises(ValueError, match="coverage lost"):
+        store.write(spark, df.union(df), ["t"], "p", refuse)
+    assert len(store.history(["t"])) == before
+    assert store.read(spark, ["t"], "p").count() == 1
+
+
+def test_gap_is_recorded_in_the_table_and_cleared(spark: SparkSession, tmp_path: Path) -> None:
+    store = AssetStore(tmp_path)
+    key = ["log", "t"]
+    store.write(spark, spark.createDataFrame([(1,)], "id int"), key, "snapshot", lambda w: {})
+    store.mark_gap(spark, key, "r1", {"reason": "cleanup"})
+    assert store.gap(key, "r1") == {"reason": "cleanup"}
+    assert not store.is_published(key, "r1")
+    store.clear_gap(spark, key, "r1")
+    assert store.gap(key, "r1") is None
+    assert store.is_published(key, "snapshot")
+
+
+def test_time_columns_round_trip(spark: SparkSession, tmp_path: Path) -> None:
+    store = AssetStore(tmp_path)
+    df = spark.sql("SELECT 1 AS id, CAST('12:34:56.123456' AS TIME(6)) AS at")
+    store.write(spark, df, ["t"], "p")
+    back = store.read(spark, ["t"], "p")
+    assert back.schema["at"].dataType == df.schema["at"].dataType
+    assert back.collect()[0]["at"] == dt.time(12, 34, 56, 123456)
+
+
+def test_old_parquet_layout_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "mirror" / "t" / "__all__").mkdir(parents=True)
+    (tmp_path / "mirror" / "t" / "__all__" / "_CURRENT").write_text("v-1")
+    store = AssetStore(tmp_path)
+    with pytest.raises(OldLayout, match="move the storage directory away"):
+        store.properties(["mirror", "t"], None)
+    with pytest.raises(OldLayout):
+        store.read(spark, ["mirror", "t"], None)
+
+
+def test_keyed_merge_matches_the_reference_and_reads_as_of_lsn(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    store = AssetStore(tmp_path)
+    key = ["mirror", "t"]
+    base = spark.createDataFrame([(i, f"v{i}") for i in range(6)], "id int, v string")
+    mirror_store.rebuild(spark, store, key, base, {"lsn": Lsn.from_int(10).hex})
+    changes = _changes(
+        spark,
+        [
+            (11, 1, 1, 0, "v0"),  # delete 0
+            (11, 2, 4, 1, "x1"),  # update 1
+            (12, 1, 2, 9, "n9"),  # insert 9
+            (12, 2, 1, 9, "n9"),  # ... and delete it again
+            (13, 1, 2, 7, "n7"),  # insert 7
+            (9, 1, 4, 2, "old"),  # at or below the snapshot: ignored
+        ],
+        "id int, v string",
+    )
+    expected = _sorted(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=_lsn(10)))
+    published = mirror_store.merge_keyed(
+        spark,
+        store,
+        key,
+        changes,
+        key_columns=["id"],
+        snapshot_lsn=bytes(_lsn(10)),
+        properties={"lsn": Lsn.from_int(13).hex},
+    )
+    uri = store.location(key)
+    assert _sorted(store.read(spark, key, None)) == expected
+    assert store.properties(key, None) == {"lsn": Lsn.from_int(13).hex}
+    assert published.metrics.get("numTargetRowsDeleted") == 1
+    assert published.metrics.get("numTargetRowsUpdated") == 1
+    # deletion vectors: the update and delete did not rewrite the table's file
+    assert published.metrics.get("numTargetDeletionVectorsAdded", 0) >= 1
+    assert _sorted(mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(12))) == _sorted(base)
+    assert _sorted(mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(13))) == expected
+    with pytest.raises(NotPublished):
+        mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(9))
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", published.version)
+        .load(uri)
+    )
+    assert {r["_change_type"] for r in feed.collect()} >= {"delete", "insert", "update_postimage"}
+
+
+def test_multiset_merge_matches_the_reference(spark: SparkSession, tmp_path: Path) -> None:
+    store = AssetStore(tmp_path)
+    key = ["mirror", "k"]
+    base = spark.createDataFrame([("a",), ("a",), ("b",), (None,)], "v string")
+    mirror_store.rebuild(spark, store, key, base, {"lsn": Lsn.from_int(1).hex})
+    changes = _changes(
+        spark,
+        [(2, 1, 1, "a"), (2, 2, 2, "c"), (2, 3, 2, "c"), (3, 1, 3, "b"), (3, 2, 4, None)],
+        "v string",
+    )
+    expected = _sorted(merge_multiset(base, changes))
+    mirror_store.merge_multiset(
+        spark, store, key, changes, snapshot_lsn=None, properties={"lsn": Lsn.from_int(3).hex}
+    )
+    assert _sorted(store.read(spark, key, None)) == expected
+    assert expected == _sorted(
+        spark.createDataFrame([(None,), (None,), ("a",), ("c",), ("c",)], "v string")
+    )
+    too_many = _changes(spark, [(4, 1, 1, "z")], "v string")
+    with pytest.raises(Exception, match="keyless merge"):
+        mirror_store.merge_multiset(
+            spark, store, key, too_many, snapshot_lsn=None, properties={"lsn": "x"}
+        )
+    assert _sorted(store.read(spark, key, None).select(F.col("v"))) == expected
+
+
+def test_merges_from_several_threads_commit_their_own_lsn(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Two driver threads merge two mirrors at once: each commit carries its own properties
+    (``userMetadata`` is a session conf: each MERGE gets a session of its own)."""
+    store = AssetStore(tmp_path)
+    base = spark.createDataFrame([(i, f"v{i}") for i in range(4)], "id int, v string")
+    for name in ("a", "b"):
+        mirror_store.rebuild(spark, store, ["mirror", name], base, {"lsn": Lsn.from_int(1).hex})
+    errors: list[BaseException] = []
+
+    def merge(name: str, lsn: int) -> None:
+        try:
+            changes = _changes(spark, [(lsn, 1, 4, 1, name)], "id int, v string")
+            mirror_store.merge_keyed(
+                spark,
+                store,
+                ["mirror", name],
+                changes,
+                key_columns=["id"],
+                snapshot_lsn=None,
+                properties={"lsn": Lsn.from_int(lsn).hex},
+            )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=merge, args=a) for a in (("a", 5), ("b", 7))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert store.properties(["mirror", "a"], None) == {"lsn": Lsn.from_int(5).hex}
+    assert store.properties(["mirror", "b"], None) == {"lsn": Lsn.from_int(7).hex}
+    assert store.read(spark, ["mirror", "b"], None).where("id = 1").collect()[0]["v"] == "b"
+    assert spark.conf.get(USER_METADATA_CONF, None) is None  # the caller's session is untouched

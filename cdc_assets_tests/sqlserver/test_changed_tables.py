@@ -1,0 +1,64 @@
+"""One statement tells which capture instances have change rows in a range, and how many."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cdc_assets.lsn import LsnRange
+from cdc_assets.sqlserver import changed_tables
+from cdc_assets.sqlserver.changed_tables import changed_instances
+from cdc_assets.sqlserver.lsn_queries import get_max_lsn
+
+DDL = [
+    f"CREATE TABLE [dbo].[t{i}] ([id] int NOT NULL, [v] int NULL, CONSTRAINT [pk_t{i}] "
+    "PRIMARY KEY ([id]))"
+    for i in range(3)
+]
+NAMES = ["dbo_t0", "dbo_t1", "dbo_t2"]
+
+
+def test_counts_per_instance_in_one_statement_per_chunk(
+    make_cdc_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = make_cdc_db(*DDL)
+    start = get_max_lsn(db.conn)
+    db.execute("BEGIN TRANSACTION")
+    db.execute("INSERT INTO [dbo].[t0] ([id], [v]) VALUES (1, 1), (2, 2)")
+    db.execute("UPDATE [dbo].[t0] SET [v] = 3 WHERE [id] = 1")  # before and after image
+    db.execute("COMMIT")
+    db.scan()
+    middle = get_max_lsn(db.conn)
+    db.execute("DELETE FROM [dbo].[t0] WHERE [id] = 2")
+    db.execute("INSERT INTO [dbo].[t2] ([id], [v]) VALUES (7, 7)")
+    db.scan()
+    end = get_max_lsn(db.conn)
+
+    sent: list[str] = []
+    original = db.conn.cursor().__class__.execute
+
+    def counting(cursor: Any, sql: str, *params: Any) -> Any:
+        sent.append(sql)
+        return original(cursor, sql, *params)
+
+    monkeypatch.setattr(db.conn.cursor().__class__, "execute", counting)
+    assert changed_instances(db.conn, NAMES, LsnRange(start, middle)) == {
+        "dbo_t0": 4,
+        "dbo_t1": 0,
+        "dbo_t2": 0,
+    }
+    assert len(sent) == 1 and sent[0].count("UNION ALL") == 2
+    assert changed_instances(db.conn, NAMES, LsnRange(middle, end)) == {
+        "dbo_t0": 1,
+        "dbo_t1": 0,
+        "dbo_t2": 1,
+    }
+    monkeypatch.setattr(changed_tables, "CHUNK", 2)  # 3 instances: two statements
+    sent.clear()
+    assert changed_instances(db.conn, NAMES[::-1], LsnRange(start, end)) == {
+        "dbo_t2": 1,
+        "dbo_t1": 0,
+        "dbo_t0": 5,
+    }
+    assert len(sent) == 2

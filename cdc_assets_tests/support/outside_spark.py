@@ -1,0 +1,49 @@
+"""Reading the Delta tables the way a user without Spark does: DuckDB with its Delta extension
+(from the PyPI wheel ``duckdb-ext-delta``, nothing downloaded), which reads deletion vectors;
+delta-rs (``deltalake``) reads the log and tables without them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from cdc_assets.spark.asset_store import stored_name
+
+
+def delta_extension() -> Path:
+    import duckdb_ext  # a namespace package: the extension files sit beside it
+
+    version = duckdb.__version__
+    for root in duckdb_ext.__path__:
+        found = sorted(Path(root).glob(f"extensions/v{version}/*/delta.duckdb_extension"))
+        if found:
+            return found[0]
+    raise FileNotFoundError(f"no Delta extension for DuckDB {version} in duckdb-ext-delta")
+
+
+def read_with_duckdb(path: str, columns: Sequence[str]) -> list[tuple]:
+    """The rows of the Delta table at ``path`` (``columns`` by their source names)."""
+    conn = duckdb.connect()
+    try:
+        conn.execute(f"LOAD '{delta_extension()}'")
+        names = ", ".join('"' + stored_name(c).replace('"', '""') + '"' for c in columns)
+        return conn.execute(f"SELECT {names} FROM delta_scan(?)", [path]).fetchall()
+    finally:
+        conn.close()
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.UTC).replace(tzinfo=None)
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    return value
+
+
+def multiset(rows: Iterable[Sequence[Any]]) -> Counter:
+    return Counter(tuple(_normal(v) for v in row) for row in rows)
