@@ -50,10 +50,12 @@ bench: setup
 		--no-deps --target $(BENCH_DEPS) "grpcio-status==$$($(PY) -c 'import grpc; print(grpc.__version__)')" \
 		googleapis-common-protos zstandard
 	$(PY) benchmarks/source_read.py $(if $(QUICK),--rows 20000)
+	$(PY) benchmarks/tds_wire.py $(if $(QUICK),--rows 20000)
 	$(PY) benchmarks/snapshot_end_to_end.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/change_range.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/mirror_merge.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/sensor_tick.py $(if $(QUICK),--quick)
+	$(PY) benchmarks/quiet_range.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/emulator_tables.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/burst_memory.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/freshness.py $(if $(QUICK),--quick)

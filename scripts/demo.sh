@@ -5,8 +5,10 @@
 #    a new source also clears the previous sync state (.demo/storage, .demo/dagster_home) — or
 #    reuses it, and runs the capture job until the change tables hold everything committed, so the
 #    code location finds every capture instance.
-# 2. Starts the workload generator with the capture agent in the background (its own process group,
-#    status lines in .demo/workload.log).
+# 2. Serves the source over TDS on 127.0.0.1:DEMO_TDS_PORT (`cdc-assets emulator serve`): the code
+#    location connects to it as to a real SQL Server (`odbc:` with Microsoft ODBC Driver 18, in
+#    .demo/cdc_assets.yaml, written from cdc_assets.yaml). Starts the workload generator with the
+#    capture agent in the background (its own process group, status lines in .demo/workload.log).
 # 3. Starts a Spark Connect server (spark.remote in cdc_assets.yaml) that every run attaches to,
 #    so a run does not start a Spark driver of its own (log in .demo/logs/spark-connect.log).
 # 4. Runs `dagster dev -w workspace.yaml` with the persistent instance DAGSTER_HOME=.demo/dagster_home
@@ -21,7 +23,8 @@
 # Settings: DEMO_TPS (transactions per second, default 20), DEMO_ROWS (initial rows per table,
 # default 1000), DEMO_MAX_ROWS (default 3000), DEMO_RETENTION_MINUTES (default 10), DEMO_SEED
 # (default 0), DEMO_HOST (default 127.0.0.1), DEMO_PORT (default 3000), DEMO_SPARK_PORT (the Spark
-# Connect server's; default: spark.remote's in cdc_assets.yaml, 15002).
+# Connect server's; default: spark.remote's in cdc_assets.yaml, 15002), DEMO_TDS_PORT (the TDS
+# server's, default 14330), CDC_DEMO_SOURCE_PASSWORD (login cdc_reader's; default Demo-Passw0rd).
 set -euo pipefail
 # Started in the background without job control (`make demo &`, a supervisor), this script and
 # everything it starts would ignore SIGINT; run it again with the default handlers, once.
@@ -41,6 +44,7 @@ LOG_DIR=.demo/logs
 WORKLOAD_LOG=$LOG_DIR/workload.log
 DAGSTER_LOG=$LOG_DIR/dagster.log
 SPARK_LOG=$LOG_DIR/spark-connect.log
+TDS_LOG=$LOG_DIR/tds-server.log
 TPS="${DEMO_TPS:-20}"
 ROWS="${DEMO_ROWS:-1000}"
 MAX_ROWS="${DEMO_MAX_ROWS:-3000}"
@@ -109,6 +113,46 @@ while (n := emulator.scan(sys.argv[1])) > 0:
 print(f"demo: capture scan done ({captured} transactions captured)")
 EOF
 
+# The production path: the code location reaches the source as a real SQL Server — pyodbc and
+# Microsoft ODBC Driver 18 (the PyPI wheel), TLS, a SQL login — to the emulator served over TDS on
+# loopback (`cdc-assets emulator serve`, started below). Its config is cdc_assets.yaml with the
+# `odbc:` connection a user writes for SQL Server, written to .demo/cdc_assets.yaml.
+TDS_PORT="${DEMO_TDS_PORT:-14330}"
+export CDC_DEMO_SOURCE_PASSWORD="${CDC_DEMO_SOURCE_PASSWORD:-Demo-Passw0rd}"
+DEMO_CONFIG=.demo/cdc_assets.yaml
+"$PY" - "$CDC_ASSETS_CONFIG" "$DEMO_CONFIG" "$TDS_PORT" <<'EOF'
+import sys
+from pathlib import Path
+
+import yaml
+
+from cdc_assets.sqlserver.odbc_drivers import msodbcsql18_path
+
+source, target, port = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+driver = msodbcsql18_path()
+if driver is None:
+    sys.exit("demo: Microsoft ODBC Driver 18 (PyPI: mssql-python-odbc) is missing; run 'make setup'")
+data = yaml.safe_load(source.read_text())
+for entry in data["sources"]:
+    entry["connection"] = {
+        "odbc": {
+            "server": "127.0.0.1",
+            "port": port,
+            "database": "cdc_demo",
+            "user": "cdc_reader",
+            "password_env": "CDC_DEMO_SOURCE_PASSWORD",
+            "driver": str(driver),
+            "encrypt": "yes",
+            "trust_server_certificate": True,  # the demo server's certificate is self-signed
+        }
+    }
+storage = Path(data["storage"]["base_path"])
+data["storage"]["base_path"] = str(storage if storage.is_absolute() else source.parent / storage)
+header = f"# Written by scripts/demo.sh from {source} (edit that one): the source over TDS.\n"
+target.write_text(header + yaml.safe_dump(data, sort_keys=False))
+EOF
+export CDC_ASSETS_CONFIG="$ROOT/$DEMO_CONFIG"
+
 mkdir -p "$DAGSTER_HOME"
 if [ ! -f "$DAGSTER_HOME/dagster.yaml" ]; then
   cat >"$DAGSTER_HOME/dagster.yaml" <<'EOF'
@@ -160,6 +204,7 @@ if env --default-signal=INT true 2>/dev/null; then
 fi
 
 WORKLOAD_PID=""
+SERVE_PID=""
 SPARK_PID=""
 DAGSTER_PID=""
 WAITER_PID=""
@@ -234,6 +279,10 @@ cleanup() {
     stop_group "$SPARK_PID" 150
     echo "demo: Spark Connect server stopped (its log: $SPARK_LOG)"
   fi
+  if [ -n "$SERVE_PID" ]; then
+    stop_group "$SERVE_PID" 50
+    echo "demo: TDS server stopped (its log: $TDS_LOG)"
+  fi
   if [ -n "$WORKLOAD_PID" ]; then
     # The workload stops its capture agent and logs a summary line on Ctrl-C.
     stop_group "$WORKLOAD_PID" 150
@@ -247,6 +296,23 @@ cleanup() {
 trap cleanup EXIT
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
+
+echo "demo: serving $SOURCE over TDS on 127.0.0.1:$TDS_PORT (database cdc_demo, login" \
+  "cdc_reader); log in $TDS_LOG"
+setsid "${DEFAULT_SIGNALS[@]}" "$CLI" emulator serve "$SOURCE" --port "$TDS_PORT" \
+  --database cdc_demo --user cdc_reader --password-env CDC_DEMO_SOURCE_PASSWORD \
+  >"$TDS_LOG" 2>&1 </dev/null &
+SERVE_PID=$!
+for _ in $(seq 100); do
+  grep -q "over TDS" "$TDS_LOG" 2>/dev/null && break
+  alive "$SERVE_PID" || break
+  sleep 0.1
+done
+if ! alive "$SERVE_PID"; then
+  echo "demo: the TDS server stopped at once (pick another port: DEMO_TDS_PORT=...):" >&2
+  cat "$TDS_LOG" >&2
+  exit 1
+fi
 
 echo "demo: starting the workload ($TPS tx/s) with the capture agent; log in $WORKLOAD_LOG"
 # setsid: a process group of its own, stopped by cleanup after Dagster (not by the terminal).

@@ -23,7 +23,14 @@ from cdc_assets.emulator import Error as EmulatorError
 
 from . import requests as rq
 from .catalog_rpc import datatype_info
-from .datatypes import WireColumn, column_for_type, column_for_values, int_param, named
+from .datatypes import (
+    WireColumn,
+    WireTypeError,
+    column_for_type,
+    column_for_values,
+    int_param,
+    named,
+)
 from .errors import error_tokens, internal_error_tokens
 from .login import (
     LoginAttempt,
@@ -102,10 +109,12 @@ class ClientConnection:
                 self._requests()
         except (ClientGone, ConnectionError, TimeoutError):
             pass
-        except ProtocolError as exc:
+        except (ProtocolError, WireTypeError, struct.error, UnicodeError) as exc:
             log.info("TDS client dropped: %s", exc)
         except OSError as exc:
             log.info("TDS client socket error: %s", exc)
+        except Exception:  # a bug must cost this connection only, never the server
+            log.exception("TDS server failed on a connection; it is closed")
         finally:
             self.close()
 

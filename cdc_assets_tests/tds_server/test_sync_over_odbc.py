@@ -26,14 +26,12 @@ from cdc_assets.tds_server import TdsServer
 from cdc_assets_tests.dagster.conftest import SyncHarness, make_harness
 from cdc_assets_tests.dagster.test_sync import (
     test_cleanup_gap_resnapshots_the_table_and_rebuilds_its_mirror,
-    test_materialize_snapshot_then_a_range,
     test_schema_change_switches_to_the_new_capture_instance,
 )
 from cdc_assets_tests.support.tds import PASSWORD, PASSWORD_ENV, USER, odbc18_driver
 
 __all__ = [
     "test_cleanup_gap_resnapshots_the_table_and_rebuilds_its_mirror",
-    "test_materialize_snapshot_then_a_range",
     "test_schema_change_switches_to_the_new_capture_instance",
 ]
 
