@@ -5,6 +5,9 @@ mirror ends equal to its source."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +16,6 @@ from pathlib import Path
 import boto3
 import pytest
 from dagster import DagsterInstance
-from moto.server import ThreadedMotoServer
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
@@ -29,12 +31,25 @@ KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 @pytest.fixture
 def s3(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A bucket on a moto server at 127.0.0.1; Spark's S3A and delta-rs pointed at it."""
+    """A bucket on a moto server at 127.0.0.1; Spark's S3A and delta-rs pointed at it. The
+    server runs in a process of its own: delta-rs holds the GIL while it waits for an answer, so
+    a server thread in this process could never answer it."""
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the moto server did not start"
+                time.sleep(0.2)
         for name, value in {
             **KEYS,
             "AWS_REGION": "us-east-1",
@@ -57,7 +72,8 @@ def s3(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             hadoop.set(key, value)
         yield f"s3a://{BUCKET}/storage"
     finally:
-        server.stop()
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def test_snapshot_ranges_and_random_workload_on_s3(
