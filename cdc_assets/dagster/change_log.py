@@ -51,7 +51,7 @@ from .names import IO_MANAGER, RESNAPSHOT_TAG, group_name
 from .partitions import parse_partition
 from .source import Source, Table
 
-KINDS = {"sqlserver", "spark", "parquet"}
+KINDS = {"sqlserver", "spark", "delta"}
 
 
 def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -> AssetsDefinition:

@@ -1,6 +1,6 @@
 """Definitions from the project config: per source the external source-table specs, the
 change-log and mirror multi-assets on one dynamic partitions definition, the sync job and its
-sensor; shared resources (Spark through dagster-pyspark, the Parquet IO manager)."""
+sensor; shared resources (Spark through dagster-pyspark, the Delta IO manager)."""
 
 from __future__ import annotations
 

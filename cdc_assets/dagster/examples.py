@@ -54,7 +54,7 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
         ins={"orders": AssetIn(table.mirror_key)},
         io_manager_key=IO_MANAGER,
         group_name="analytics",
-        kinds={"spark", "parquet"},
+        kinds={"spark", "delta"},
         owners=list(source.config.owners),
         tags=asset_tags(source.config, table.schema),
         description=f"Orders per day of source '{source.name}' (from the mirror of "

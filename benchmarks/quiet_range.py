@@ -1,0 +1,115 @@
+"""Benchmark (issue 17): one range after a one-row change, at several numbers of captured tables.
+
+For each table count N (10, 100, 1000 by default) it creates N small captured tables (5 rows
+each) in the emulator, syncs them (snapshot and first range) through the project's definitions
+on one warm local[2] Spark session, then UPDATEs one row of one table and times the range run the
+sync sensor's logic requests (change logs, checks, mirrors; in process). Target: the run at the
+largest N within 2x the run at the smallest. Prints each run's seconds and step seconds, and
+how many tables the range read from the source (the quiet ones are not read).
+
+    .venv/bin/python benchmarks/quiet_range.py               # 10, 100, 1000 tables
+    .venv/bin/python benchmarks/quiet_range.py --quick       # 5, 20 tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _common
+from _common import machine_line
+from dagster import instance_for_test
+
+from cdc_assets import emulator
+from cdc_assets.dagster import change_log_outputs
+from cdc_assets.dagster.definitions_builder import build_definitions
+from cdc_assets.dagster.in_process import step_seconds, sync_step
+from cdc_assets.dagster.names import sync_job_name
+from cdc_assets.dagster.source import load_source
+
+TARGET_RATIO = 2.0
+
+
+def run_size(count: int, workdir: Path) -> dict[str, Any]:
+    db = workdir / "source.db"
+    conn = emulator.connect(db, autocommit=True)
+    try:
+        names = [f"t{i:04d}" for i in range(count)]
+        _common.create_tables(conn, names)
+        for name in names:
+            _common.insert_rows(conn, name, 0, 5)
+    finally:
+        conn.close()
+    _common.capture(db)
+    config = _common.project_config(workdir, db)
+    source = load_source(config.sources[0], config.storage.base_path)
+    defs = build_definitions(config, [source])
+    job = defs.resolve_job_def(sync_job_name(source.name))
+    reads: list[str] = []
+    real_read = change_log_outputs.sqlserver_source.read_change_range
+
+    def counted(spark: Any, settings: Any, instance: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append(instance.name)
+        return real_read(spark, settings, instance, *args, **kwargs)
+
+    change_log_outputs.sqlserver_source.read_change_range = counted
+    try:
+        with instance_for_test() as instance:
+            setup_started = time.perf_counter()
+            while True:  # snapshot, then the first range (the mirrors come up)
+                tick, result = sync_step(job, instance, source)
+                if result is None:
+                    break
+                assert result.success, f"setup run {tick.run_request} failed"
+            setup = time.perf_counter() - setup_started
+            conn = emulator.connect(db, autocommit=True)
+            try:
+                conn.execute("UPDATE [dbo].[t0000] SET [qty] = 7 WHERE [id] = 1")
+            finally:
+                conn.close()
+            _common.capture(db)
+            reads.clear()
+            started = time.perf_counter()
+            tick, result = sync_step(job, instance, source)
+            seconds = time.perf_counter() - started
+            assert result is not None and result.success, tick.skip_reason
+            steps = step_seconds(instance, result.run_id)
+    finally:
+        change_log_outputs.sqlserver_source.read_change_range = real_read
+    return {"setup": setup, "seconds": seconds, "steps": steps, "read": len(reads)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tables", default="10,100,1000", help="table counts")
+    parser.add_argument("--quick", action="store_true", help="5 and 20 tables")
+    args = parser.parse_args(argv)
+    counts = [5, 20] if args.quick else [int(x) for x in args.tables.split(",")]
+    print(machine_line())
+    spark, started = _common.spark_session()
+    print(f"one-row change, range run at {counts} tables (Spark warm, started in {started:.1f} s)")
+    results = {}
+    for count in counts:
+        with tempfile.TemporaryDirectory(prefix="cdc_assets_bench_") as directory:
+            results[count] = r = run_size(count, Path(directory))
+        steps = ", ".join(f"{k.split('_', 1)[-1]} {v:.1f} s" for k, v in r["steps"].items())
+        print(
+            f"  {count:>5} tables: range run {r['seconds']:6.1f} s ({steps}); tables read from "
+            f"the source: {r['read']}; setup (snapshot + first range) {r['setup']:.1f} s"
+        )
+    small, large = results[counts[0]]["seconds"], results[counts[-1]]["seconds"]
+    ratio = large / small
+    print(
+        f"{counts[-1]} tables / {counts[0]} tables: {ratio:.2f}x (target <= {TARGET_RATIO}x) "
+        f"{'met' if ratio <= TARGET_RATIO else 'MISSED'}"
+    )
+    print(machine_line())
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
