@@ -91,7 +91,7 @@ def test_relative_paths_resolve_against_the_config_directory(
     emulator = config.sources[0].connection.emulator
     assert emulator is not None
     assert emulator.path == conf_dir.resolve() / "data" / "source.db"
-    assert config.storage.base_path == conf_dir.resolve() / "out" / "storage"
+    assert config.storage.base_path == str(conf_dir.resolve() / "out" / "storage")
 
 
 def test_absolute_paths_are_kept(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_absolute_paths_are_kept(tmp_path: Path) -> None:
     config = load_config(write(conf_dir, text))
     assert config.sources[0].connection.emulator is not None
     assert config.sources[0].connection.emulator.path == db
-    assert config.storage.base_path == storage
+    assert config.storage.base_path == str(storage)
 
 
 def test_environment_variable_names_the_file(
@@ -125,7 +125,7 @@ def test_default_file_in_the_working_directory(
     monkeypatch.delenv(CONFIG_ENV, raising=False)
     write(tmp_path, MINIMAL)
     monkeypatch.chdir(tmp_path)
-    assert load_config().storage.base_path == tmp_path.resolve() / "out" / "storage"
+    assert load_config().storage.base_path == str(tmp_path.resolve() / "out" / "storage")
 
 
 def test_project_root_file_is_valid() -> None:
@@ -133,7 +133,7 @@ def test_project_root_file_is_valid() -> None:
     demo = config.source("demo")
     assert demo.connection.emulator is not None
     assert demo.connection.emulator.path == ROOT / ".demo" / "source.db"
-    assert config.storage.base_path == ROOT / ".demo" / "storage"
+    assert config.storage.base_path == str(ROOT / ".demo" / "storage")
     assert config.spark.master == "local[2]"
     assert demo.snapshot.mode == "auto"
 

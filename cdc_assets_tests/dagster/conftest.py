@@ -4,6 +4,9 @@ the runs it requests."""
 
 from __future__ import annotations
 
+import random
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +94,35 @@ class SyncHarness:
             result = self.execute(data.run_requests[0])
             assert result.success, failure_text(result)
         raise AssertionError(f"the sensor still requests runs after {limit} runs")
+
+    def sync_racing_writes(
+        self, *, rounds: int, steps: int, seed: int, max_pause: float = 0.1
+    ) -> Workload:
+        """``rounds`` times: a second connection writes ``steps`` random workload transactions
+        (up to ``max_pause`` s apart) while the sensor ticks and the run it asks for executes.
+        Returns that workload: its stats say what was written."""
+        conn = emulator.connect(str(self.db), autocommit=True)
+        workload = Workload(conn, seed=seed, tables=self.workload.tables)
+        rng = random.Random(seed)
+
+        def write() -> None:
+            for _ in range(steps):
+                workload.step()
+                time.sleep(rng.uniform(0, max_pause))
+
+        try:
+            for _ in range(rounds):
+                writer = threading.Thread(target=write, daemon=True)
+                writer.start()
+                self.capture()
+                data = self.tick()
+                if data.run_requests:
+                    result = self.execute(data.run_requests[0])
+                    assert result.success, failure_text(result)
+                writer.join()
+        finally:
+            conn.close()
+        return workload
 
     def run_checks(self, selection: AssetSelection) -> ExecuteInProcessResult:
         """Execute only the selected asset checks (what the UI's "Execute checks" does)."""

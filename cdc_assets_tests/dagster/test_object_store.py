@@ -8,7 +8,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,12 +17,10 @@ import pytest
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
-from cdc_assets import emulator
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION
-from cdc_assets.emulator.workload import Workload
 from cdc_assets_tests.support.net import free_port
 
-from .conftest import failure_text, make_harness
+from .conftest import make_harness
 
 BUCKET = "cdc-assets-tests"
 KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -83,20 +80,7 @@ def test_snapshot_ranges_and_random_workload_on_s3(
     assert harness.sync() >= 1  # the snapshot
     for table in harness.source.tables:
         assert harness.source.store.is_published(table.change_log_key.path, SNAPSHOT_PARTITION)
-    conn = emulator.connect(str(harness.db), autocommit=True)
-    workload = Workload(conn, seed=5, tables=harness.workload.tables)
-    try:
-        writer = threading.Thread(target=lambda: [workload.step() for _ in range(10)])
-        writer.start()
-        harness.capture()
-        data = harness.tick()
-        if data.run_requests:
-            result = harness.execute(data.run_requests[0])
-            assert result.success, failure_text(result)
-        writer.join()
-        time.sleep(0.1)
-    finally:
-        conn.close()
+    harness.sync_racing_writes(rounds=1, steps=10, seed=5, max_pause=0.0)
     harness.capture()
     assert harness.sync() >= 1
     harness.assert_mirrors_equal_source()

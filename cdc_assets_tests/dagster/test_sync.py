@@ -4,9 +4,6 @@ real instance, block mirrors on failed coverage, and keep mirrors equal to the s
 from __future__ import annotations
 
 import itertools
-import random
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +24,7 @@ from cdc_assets.dagster.chain import range_partitions
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_state
 from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.dagster.source import Table
-from cdc_assets.emulator.workload import DEMO_TABLES, Workload
+from cdc_assets.emulator.workload import DEMO_TABLES
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import discover, get_max_lsn, get_min_lsn, plan_next_range
@@ -211,31 +208,9 @@ def test_mirrors_equal_source_after_random_concurrent_workloads(
         snapshot_mode=mode,
         chunk_rows=15,
     )
-    conn = emulator.connect(str(harness.db), autocommit=True)
-    workload = Workload(conn, seed=seed + 100, tables=tables)
-    rng = random.Random(seed)
-
-    def write() -> None:
-        for _ in range(12):
-            workload.step()
-            time.sleep(rng.uniform(0, 0.1))
-
-    try:
-        for _ in range(3):  # each sync run races a burst of writes
-            writer = threading.Thread(target=write, daemon=True)
-            writer.start()
-            harness.capture()
-            data = harness.tick()
-            if data.run_requests:
-                started = time.monotonic()
-                result = harness.execute(data.run_requests[0])
-                assert result.success, failure_text(result)
-                print(f"{data.run_requests[0].partition_key}: {time.monotonic() - started:.1f} s")
-            writer.join()
-    finally:
-        conn.close()
-    written = [workload.stats.transactions]
-    assert written and written[0] > 0
+    # each sync run races a burst of writes
+    workload = harness.sync_racing_writes(rounds=3, steps=12, seed=seed + 100)
+    assert workload.stats.transactions > 0
     harness.capture()
     harness.sync()
     lsn = harness.assert_mirrors_equal_source()
