@@ -172,12 +172,14 @@ def encode_for_delta(df: DataFrame) -> DataFrame:
 def decode_from_delta(df: DataFrame) -> DataFrame:
     columns = []
     for f in df.schema.fields:
-        meta = f.metadata or {}
+        meta = dict(f.metadata or {})
+        stored_type, name = meta.pop(STORED_TYPE, None), meta.pop(STORED_NAME, None)
         column = _col(f.name)
-        if meta.get(STORED_TYPE):
-            column = column.cast(meta[STORED_TYPE])
-        if meta.get(STORED_TYPE) or meta.get(STORED_NAME):
-            column = column.alias(meta.get(STORED_NAME, f.name))
+        if stored_type:
+            column = column.cast(stored_type)
+        if stored_type or name:
+            # explicit metadata: without it the alias would keep the stored type and name
+            column = column.alias(name or f.name, metadata=meta)
         columns.append(column)
     return df.select(*columns)
 

@@ -96,13 +96,15 @@ def test_gap_is_recorded_in_the_table_and_cleared(spark: SparkSession, tmp_path:
     assert store.is_published(key, "snapshot")
 
 
-def test_time_columns_round_trip(spark: SparkSession, tmp_path: Path) -> None:
+def test_time_columns_and_odd_names_round_trip(spark: SparkSession, tmp_path: Path) -> None:
     store = AssetStore(tmp_path)
-    df = spark.sql("SELECT 1 AS id, CAST('12:34:56.123456' AS TIME(6)) AS at")
+    df = spark.sql("SELECT 1 AS `line no`, CAST('12:34:56.123456' AS TIME(6)) AS at")
     store.write(spark, df, ["t"], "p")
     back = store.read(spark, ["t"], "p")
     assert back.schema["at"].dataType == df.schema["at"].dataType
     assert back.collect()[0]["at"] == dt.time(12, 34, 56, 123456)
+    # the names as they were, and no trace of how they were stored
+    assert [(f.name, f.metadata) for f in back.schema.fields] == [("line no", {}), ("at", {})]
 
 
 def test_old_parquet_layout_is_refused(spark: SparkSession, tmp_path: Path) -> None:
