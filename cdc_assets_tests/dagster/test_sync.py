@@ -36,11 +36,14 @@ def _model_name(table: Table) -> str:
     return f"{table.schema}.{table.name}"
 
 
-def _materialized(result, key: AssetKey) -> dict:
+def _materialized(result, key: AssetKey, partition: str | None = None) -> dict:
+    """The metadata of ``key``'s one materialization in ``result`` (of ``partition`` if given:
+    the run that first brings a mirror past its snapshot also records its 'snapshot' partition)."""
     events = [
         e
         for e in result.get_asset_materialization_events()
         if e.event_specific_data.materialization.asset_key == key
+        and (partition is None or e.event_specific_data.materialization.partition == partition)
     ]
     assert len(events) == 1, f"{key.to_user_string()} materialized {len(events)} times"
     return events[0].event_specific_data.materialization.metadata
@@ -109,8 +112,10 @@ def test_materialize_snapshot_then_a_range(harness: SyncHarness) -> None:
         metadata = _materialized(ranged, table.change_log_key)
         assert metadata["lsn_range"].value == f"({lsn_range.lo.hex}, {lsn_range.hi.hex}]"
         total += metadata["dagster/row_count"].value
-        mirror = _materialized(ranged, table.mirror_key)
+        mirror = _materialized(ranged, table.mirror_key, lsn_range.key)
         assert mirror["mirror_lsn"].value == lsn_range.hi.hex
+        recorded = _materialized(ranged, table.mirror_key, SNAPSHOT_PARTITION)
+        assert recorded["applied_by_range"].value == lsn_range.key
         assert mirror["dagster/row_count"].value == harness.workload.row_count(_model_name(table))
     assert total > 0
     assert all(_checks(ranged).values())
