@@ -60,7 +60,9 @@ STORED_TYPE = "cdc_assets.type"
 # each such character is stored as _xHH_ and the field's metadata keeps the real name.
 INVALID_IN_NAMES = " ,;{}()\n\t="
 STORED_NAME = "cdc_assets.name"
-TABLE_PROPERTIES: dict[str, str] = {}
+# timestamp_ntz (datetime2) columns may first arrive with a later partition or schema: a table
+# created without the feature refuses them ("requires manual enablement"), so every table has it.
+TABLE_PROPERTIES: dict[str, str] = {"delta.feature.timestampNtz": "supported"}
 
 Properties = dict[str, Any]
 Finalize = Callable[[DataFrame], Mapping[str, Any]]
