@@ -274,10 +274,10 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             if stored is None:
                 context.log.info(f"{key.to_user_string()} is left as it is: {why}")
                 continue
-            yield Output(stored, output_name=key.to_python_identifier())
             if from_snapshot and snapshot is not None:
                 # The mirror holds its table's snapshot from now on: its 'snapshot' partition
-                # shows as materialized, not as missing for ever.
+                # shows as materialized, not as missing for ever. Logged before the range's
+                # output, so the mirror's latest materialization (what the UI shows) is the range.
                 context.log_event(
                     AssetMaterialization(
                         asset_key=key,
@@ -290,5 +290,6 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
                         },
                     )
                 )
+            yield Output(stored, output_name=key.to_python_identifier())
 
     return mirrors

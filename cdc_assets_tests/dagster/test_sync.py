@@ -331,7 +331,7 @@ def test_cleanup_gap_resnapshots_the_table_and_rebuilds_its_mirror(harness: Sync
     state = mirror_state(harness.source, victim)
     snapshot = harness.source.store.current_version(victim.change_log_key.path, SNAPSHOT_PARTITION)
     assert state is not None and snapshot is not None
-    assert state["snapshot_version"] == snapshot.name, "the mirror was not rebuilt"
+    assert state["snapshot_version"] == snapshot, "the mirror was not rebuilt"
 
 
 def test_cleanup_gap_with_on_gap_fail_waits_for_a_person(
