@@ -24,7 +24,7 @@ lint: setup
 # out in collection order, the longest first (cdc_assets_tests/conftest.py), not xdist's "most
 # tests first", which left the one-test browser file running alone at the end.
 test: lint
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # The fault soak of `make test` runs 45 s; this runs it for an hour (SOAK_SECONDS=... to change).
 soak: setup

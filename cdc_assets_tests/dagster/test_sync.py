@@ -438,6 +438,8 @@ def test_schema_change_switches_to_the_new_capture_instance(harness: SyncHarness
     assert current.count() == mirror.count() > 0
     assert not current.exceptAll(mirror).limit(3).collect()
     assert not mirror.exceptAll(current).limit(3).collect()
+    current.unpersist()
+    mirror.unpersist()
     harness.assert_mirrors_equal_source()  # the other tables, and the old columns
 
 
