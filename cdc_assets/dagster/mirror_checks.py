@@ -22,6 +22,7 @@ from dagster import (
     DynamicPartitionsDefinition,
     multi_asset_check,
 )
+from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import (
@@ -71,19 +72,21 @@ def source_counts(source: Source, tables: list[Table]) -> tuple[Lsn, dict[Table,
     return snapshot.lsn, counts
 
 
+def _mirror_at(spark: SparkSession, source: Source, table: Table) -> tuple[Lsn, int] | None:
+    """The mirror's LSN and its row count, both of one Delta version (a sync run may merge
+    the next range meanwhile); None before its first materialization."""
+    found = source.store.commit_properties(table.mirror_key.path)
+    if found is None or "lsn" not in found[1]:
+        return None
+    version, properties = found
+    rows = source.store.read(spark, table.mirror_key.path, None, version=version).count()
+    return Lsn.parse(properties["lsn"]), rows
+
+
 def _reconcile(
-    source: Source, table: Table, snapshot_lsn: Lsn, count_at_s: int, mirror_rows: int
+    source: Source, table: Table, snapshot_lsn: Lsn, count_at_s: int, mirror: tuple[Lsn, int]
 ) -> AssetCheckResult:
-    state = mirror_state(source, table) or {}
-    if "lsn" not in state:
-        return AssetCheckResult(
-            asset_key=table.mirror_key,
-            check_name=RECONCILE,
-            passed=False,
-            severity=AssetCheckSeverity.WARN,
-            description="the mirror has not been materialized yet",
-        )
-    at = Lsn.parse(state["lsn"])
+    at, mirror_rows = mirror
     conn = source.connect()
     try:
         ops: dict[int, int] = {}
@@ -167,11 +170,7 @@ def build_mirror_checks(
         if not reconciling:
             return
         spark = context.resources.pyspark.spark_session
-        mirror_rows = {
-            t: source.store.read(spark, t.mirror_key.path, None).count()
-            for t in reconciling
-            if source.store.is_published(t.mirror_key.path, None)
-        }
+        mirrors = {t: found for t in reconciling if (found := _mirror_at(spark, source, t))}
         try:
             snapshot_lsn, counts = source_counts(source, reconciling)
         except (SnapshotIsolationNotAllowed, SqlServerError) as exc:
@@ -185,7 +184,7 @@ def build_mirror_checks(
                 )
             return
         for table in reconciling:
-            if table not in mirror_rows:
+            if table not in mirrors:
                 yield AssetCheckResult(
                     asset_key=table.mirror_key,
                     check_name=RECONCILE,
@@ -194,6 +193,6 @@ def build_mirror_checks(
                     description="the mirror has not been materialized yet",
                 )
                 continue
-            yield _reconcile(source, table, snapshot_lsn, counts[table], mirror_rows[table])
+            yield _reconcile(source, table, snapshot_lsn, counts[table], mirrors[table])
 
     return mirror_checks
