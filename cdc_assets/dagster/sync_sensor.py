@@ -15,24 +15,17 @@ of tables, and more only when the max LSN moved past the end of the chain. It de
 
 The chain is read from the partition keys and the published data, never kept in the cursor, so a
 restarted daemon continues exactly where the chain ends. Evaluations of one source's sensor hold
-a lock while they decide and add the range (two overlapping evaluations would otherwise add
-overlapping ranges), and every run request has the run key ``<partition>#<runs so far>``, so
+a lock in the Dagster instance while they decide and add the range (:mod:`.sensor_lock`; two
+overlapping evaluations would otherwise add overlapping ranges), and every run request has the run key ``<partition>#<runs so far>``, so
 evaluations that ask for the same run before it exists get one run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
-import hashlib
 import itertools
 import json
-import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from dagster import (
     AssetCheckKey,
@@ -67,6 +60,7 @@ from .names import (
     SOURCE_TAG,
     sensor_name,
 )
+from .sensor_lock import sensor_lock
 from .source import Source, Table
 
 IN_FLIGHT = [
@@ -303,49 +297,6 @@ def evaluate(
     return Tick(_request(instance, source, next_range.key), next_range.key, None, retired)
 
 
-LOCK_WAIT_SECONDS = 30.0
-
-
-def _lock_path(source: Source) -> Path:
-    storage = str(source.storage)
-    name = f".{source.name}.sync-sensor.lock"
-    if "://" not in storage or storage.startswith("file://"):
-        return Path(storage.removeprefix("file://")) / name
-    digest = hashlib.sha256(storage.encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / "cdc_assets" / f"{digest}{name}"
-
-
-@contextmanager
-def exclusive(source: Source) -> Iterator[bool]:
-    """Holds the source's sensor lock (True), or gives up after ``LOCK_WAIT_SECONDS`` (False).
-
-    Dagster evaluates one sensor's ticks one at a time, but two daemons, or a tick and a manual
-    evaluation, can overlap: each would plan ``(end, max]`` with its own max and add
-    overlapping ranges. Under this lock an evaluation sees the partition the previous one added.
-    An advisory ``flock`` next to the source's storage when that is a local directory: it
-    serialises processes on one host or sharing that volume. Storage on an object store (a URI)
-    has no files to lock: the lock file is then in the local temporary directory, which
-    serialises the evaluations of one host (the Dagster daemon's).
-    """
-    path = _lock_path(source)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    yield False
-                    return
-                time.sleep(0.05)
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def build_sync_sensor(
     source: Source,
     partitions: DynamicPartitionsDefinition,
@@ -361,7 +312,7 @@ def build_sync_sensor(
     )
     def sync(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         cursor = json.loads(context.cursor) if context.cursor else {}
-        with exclusive(source) as locked:
+        with sensor_lock(context.instance, source.name) as locked:
             if not locked:
                 return SkipReason(f"another evaluation of the {source.name} sensor is running")
             tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
