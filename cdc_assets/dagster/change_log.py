@@ -23,6 +23,7 @@ from dagster import (
     AssetCheckKey,
     AssetCheckResult,
     AssetExecutionContext,
+    AssetMaterialization,
     AssetOut,
     AssetsDefinition,
     DynamicPartitionsDefinition,
@@ -32,6 +33,7 @@ from dagster import (
 )
 
 from cdc_assets.sqlserver import SourceTable, discover
+from cdc_assets.sqlserver.catalog import CaptureInstance
 from cdc_assets.sqlserver.changed_tables import changed_instances
 from cdc_assets.sqlserver.errors import SqlServerError
 
@@ -47,7 +49,7 @@ from .change_log_checks import (
 from .change_log_outputs import instance_for, range_output, snapshot_output
 from .change_log_state import clear_gap, mark_gap, snapshot_info
 from .metadata import asset_tags, table_metadata
-from .names import IO_MANAGER, RESNAPSHOT_TAG, group_name
+from .names import IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .source import Source, Table
 
@@ -162,6 +164,9 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                         read_range,
                         quiet=changed.get(instance.name) == 0,
                     )
+                source_event = _source_table_event(table, context.partition_key, changed, instance)
+                if source_event is not None:
+                    context.log_event(source_event)
                 yield Output(stored, output_name=table.change_log_key.to_python_identifier())
                 # The IO manager has published the partition by now; check what it wrote.
                 properties = source.store.properties(
@@ -183,6 +188,30 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
             conn.close()
 
     return change_logs
+
+
+def _source_table_event(
+    table: Table, partition: str, changed: dict[str, int], instance: CaptureInstance
+) -> AssetMaterialization | None:
+    """What the run learnt about the SQL Server table (an external asset): read by a snapshot,
+    or changed in the range. Logged before the change log's output, so the change log is never
+    older than its source in the UI (no "upstream changed" badge); a quiet table logs nothing:
+    it did not change."""
+    if partition == SNAPSHOT_PARTITION:
+        return AssetMaterialization(
+            asset_key=table.source_key,
+            description=f"{table.qualified_name} read whole by the snapshot "
+            f"(capture instance {instance.name})",
+            metadata={"read_by": SNAPSHOT_PARTITION, "capture_instance": instance.name},
+        )
+    changes = changed.get(instance.name)
+    if not changes:
+        return None
+    return AssetMaterialization(
+        asset_key=table.source_key,
+        description=f"{table.qualified_name} changed: {changes:,} change rows in range {partition}",
+        metadata={"change_rows": changes, "lsn_range": partition},
+    )
 
 
 def _instance_names(catalog: dict[tuple[str, str], SourceTable], tables: list[Table]) -> list[str]:

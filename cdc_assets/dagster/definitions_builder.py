@@ -20,7 +20,7 @@ from cdc_assets.config import ProjectConfig
 from cdc_assets.spark.session import remote_url, session_options, use_this_python_for_workers
 
 from .change_log import build_change_logs
-from .examples import build_examples
+from .examples import build_examples, examples_sensor
 from .health_checks import build_capture_checks
 from .io_manager import SparkDeltaIOManager
 from .metadata import asset_tags, table_metadata
@@ -117,7 +117,12 @@ def build_definitions(config: ProjectConfig, sources: list[Source] | None = None
         "pyspark": pyspark,
         IO_MANAGER: SparkDeltaIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
     }
+    examples = build_examples(config.examples, sources)
     return Definitions.merge(
         *(source_definitions(s) for s in sources),
-        Definitions(assets=build_examples(config.examples, sources), resources=resources),
+        Definitions(
+            assets=examples,
+            sensors=[examples_sensor(examples)] if examples else [],
+            resources=resources,
+        ),
     )

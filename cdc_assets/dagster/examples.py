@@ -13,6 +13,9 @@ from dagster import (
     AssetIn,
     AssetKey,
     AssetsDefinition,
+    AutomationCondition,
+    AutomationConditionSensorDefinition,
+    DefaultSensorStatus,
     Output,
     asset,
 )
@@ -27,6 +30,10 @@ from .names import IO_MANAGER
 from .source import Source
 
 ORDERS = ("dbo", "orders")
+# The aggregate follows the mirror at most once a minute (each run is a Spark job), and only
+# after the mirror moved: never "never materialized" in a running demo, never a run per range.
+DAILY_ORDERS_CRON = "* * * * *"
+EXAMPLES_SENSOR = "examples_automation"
 # output column -> the mirror column it is computed from
 DAILY_ORDERS_LINEAGE = {
     "order_date": "ordered_at",
@@ -59,8 +66,10 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
         tags=asset_tags(source.config, table.schema),
         description=f"Orders per day of source '{source.name}' (from the mirror of "
         f"{table.qualified_name}): number of orders, distinct customers and revenue (sum of "
-        "total). An example of a downstream asset: materialize it whenever you want the "
-        "aggregate as of the mirror's current LSN.",
+        "total). An example of a downstream asset: it follows the mirror once a minute (its "
+        f"automation condition, evaluated by the {EXAMPLES_SENSOR} sensor), and you can "
+        "materialize it whenever you want the aggregate as of the mirror's current LSN.",
+        automation_condition=AutomationCondition.on_cron(DAILY_ORDERS_CRON),
     )
     def daily_orders(context: AssetExecutionContext, orders: DataFrame) -> Output[StoredFrame]:
         daily = (
@@ -95,6 +104,19 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
         return Output(StoredFrame(daily, finalize, metadata))
 
     return daily_orders
+
+
+def examples_sensor(examples: list[AssetsDefinition]) -> AutomationConditionSensorDefinition:
+    """Evaluates the examples' automation conditions; running from the start, like the sync
+    sensors (Dagster's own default sensor for automation conditions starts stopped)."""
+    return AutomationConditionSensorDefinition(
+        EXAMPLES_SENSOR,
+        target=examples,
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=15,
+        description="Materializes the example assets built on the mirrors when their "
+        "automation conditions say so (daily_orders: once a minute after its mirror moved).",
+    )
 
 
 def build_examples(names: tuple[str, ...], sources: list[Source]) -> list[AssetsDefinition]:

@@ -55,4 +55,12 @@ def test_a_range_reads_only_the_tables_that_changed(
         assert properties["rows"] == expected, (table.name, properties["rows"])
     checks = [e.passed for e in result.get_asset_check_evaluations()]
     assert checks and all(checks)
+    # the run tells that the SQL Server table changed (its external asset), of that table only
+    changed = {
+        m.asset_key: m.metadata["change_rows"].value
+        for m in result.asset_materializations_for_node(f"{harness.source.name}_change_logs")
+        if m.asset_key in {t.source_key for t in harness.source.tables}
+    }
+    customers = next(t for t in harness.source.tables if t.name == "customers")
+    assert changed == {customers.source_key: 2}, changed
     harness.assert_mirrors_equal_source()
