@@ -164,6 +164,7 @@ def test_readme_commands_run_from_a_fresh_copy(tmp_path: Path) -> None:
         PYTHONPATH=str(clone),
         DEMO_PORT=str(free_port()),
         DEMO_SPARK_PORT=str(free_port()),  # not 15002: a demo may run on this machine
+        DEMO_TDS_PORT=str(free_port()),  # nor 14330
         PYSPARK_PYTHON=str(clone / ".venv/bin/python"),
         PYSPARK_DRIVER_PYTHON=str(clone / ".venv/bin/python"),
     )

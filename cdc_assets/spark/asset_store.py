@@ -245,7 +245,9 @@ class AssetStore:
         names = {f.name for f in table.schema().fields}
         if PARTITION_COLUMN not in names:
             return {}
-        dataset = table.to_pyarrow_dataset(partitions=[(PARTITION_COLUMN, "in", list(partitions))])
+        dataset = table.to_pyarrow_dataset(
+            file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))]
+        )
         rows = dataset.to_table(
             columns=[PARTITION_COLUMN, PROPERTIES_COLUMN],
             filter=pc.field(PROPERTIES_COLUMN).is_valid(),
