@@ -16,8 +16,9 @@ of tables, and more only when the max LSN moved past the end of the chain. It de
 The chain is read from the partition keys and the published data, never kept in the cursor, so a
 restarted daemon continues exactly where the chain ends. Evaluations of one source's sensor hold
 a lock in the Dagster instance while they decide and add the range (:mod:`.sensor_lock`; two
-overlapping evaluations would otherwise add overlapping ranges), and every run request has the run key ``<partition>#<runs so far>``, so
-evaluations that ask for the same run before it exists get one run.
+overlapping evaluations would otherwise add overlapping ranges), and every run request has the
+run key ``<partition>#<runs so far>``, so evaluations that ask for the same run before it exists
+get one run.
 """
 
 from __future__ import annotations

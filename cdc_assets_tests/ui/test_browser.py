@@ -2,19 +2,24 @@
 (the project's workspace.yaml and definitions, sensor running), driven by headless Chromium
 (Debian's, installed by ``make setup``) through Playwright.
 
-One scenario, in the order a person meets it: the sensor snapshots the demo source; cleanup then
-removes changes of ``dbo.orders`` that the next range needs (``on_gap: fail``), so that range's
-coverage check fails and the sensor waits for a person. In the browser: the
+One scenario, in the order a person meets it: the sensor snapshots the demo source and syncs a
+first range, the health job runs (its schedule's work, launched at once) and the example
+aggregate follows by its automation condition: every asset of the catalog and every group of the
+global lineage is green, every check shown has passed. Cleanup then removes changes of
+``dbo.orders`` that the next range needs (``on_gap: fail``), so that range's coverage check fails
+and the sensor waits for a person: the catalog and the lineage turn red. In the browser: the
 lineage graph runs sqlserver -> cdc -> mirror -> analytics/daily_orders; the change log lists the
-``snapshot`` and range partitions, a range's metadata (commit times, rows per operation, lag) and
-its plots; the failed coverage check says what to do; the person does it
-(launches the ``snapshot`` partition from the Materialize dialog) and the run succeeds.
+``snapshot`` and range partitions, a range found in the list shows its commit times, a range's
+metadata (commit times, rows per operation, lag) and its plots; the failed coverage check says
+what to do; the person does it (launches the ``snapshot`` partition from the Materialize dialog)
+and the run succeeds.
 Screenshots go to ``test-artifacts/browser/`` (``CDC_TEST_ARTIFACTS`` to change).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +30,8 @@ from dagster import DagsterInstance, DagsterRunStatus
 
 from cdc_assets import emulator
 from cdc_assets.emulator.workload import Workload, create_demo_database
+from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.sqlserver import get_max_lsn
 from cdc_assets_tests.support.dagster_dev import (
     ROOT,
     DagsterDev,
@@ -92,6 +99,27 @@ def _run_with(dev: DagsterDev, status: DagsterRunStatus, partition: str | None =
     return None
 
 
+def _captured_max_lsn(db: Path) -> Lsn:
+    """Capture everything written so far; the max LSN then."""
+    while emulator.scan(db) > 0:
+        pass
+    conn = emulator.connect(str(db), autocommit=True)
+    try:
+        return get_max_lsn(conn)
+    finally:
+        conn.close()
+
+
+def _range_run_reaching(dev: DagsterDev, lsn: Lsn) -> Any:
+    """A successful range run whose range ends at or after ``lsn``; None if none yet."""
+    for run in _runs(dev.home):
+        key = run.tags.get("dagster/partition", "")
+        ranged = run.status == DagsterRunStatus.SUCCESS and key not in ("", "snapshot")
+        if ranged and LsnRange.parse_key(key).hi >= lsn:
+            return run
+    return None
+
+
 def _write(db: Path, transactions: int) -> None:
     """Commit ``transactions`` workload transactions (not captured yet)."""
     conn = emulator.connect(str(db), autocommit=True)
@@ -121,6 +149,118 @@ def _cleanup_past_chain(db: Path, instance_name: str) -> None:
         )
     finally:
         conn.close()
+
+
+def _launch(dev: DagsterDev, job: str) -> str:
+    """Launch ``job`` of the code location, as its schedule would; the run id."""
+    query = """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
+        ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+    selector = {
+        "repositoryLocationName": "cdc_assets",
+        "repositoryName": "__repository__",
+        "jobName": job,
+    }
+    launched = dev.graphql(query, {"p": {"selector": selector, "mode": "default"}})["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return launched["run"]["runId"]
+
+
+def _finished(home: Path, run_id: str) -> Any:
+    return next((r for r in _runs(home) if r.run_id == run_id and r.is_finished), None)
+
+
+def _group_colours(page: Any) -> dict[str, dict[str, int]]:
+    """The global lineage's group boxes: group -> {colour of a status tag: assets}."""
+    groups = page.evaluate(
+        """() => Array.from(document.querySelectorAll('foreignObject'))
+            .filter(f => f.querySelector('.BaseTag'))
+            .map(f => ({
+                text: f.textContent || '',
+                tags: Array.from(f.querySelectorAll('.BaseTag')).map(t => [
+                    (t.getAttribute('style') || '').match(/--color-background-([a-z]+)/)?.[1],
+                    parseInt(t.textContent || '0'),
+                ]),
+            }))"""
+    )
+    found: dict[str, dict[str, int]] = {}
+    for group in groups:
+        name = next((g for g in ("cdc_demo", "analytics") if group["text"].startswith(g)), None)
+        if name:
+            found[name] = {colour: count for colour, count in group["tags"]}
+    return found
+
+
+def _catalog_statuses(page: Any) -> dict[str, str]:
+    """The catalog's rows: asset key (as the row links it) -> the status cell's text, with each
+    partition icon written as its name (``partition_failure 0``...)."""
+    rows = page.evaluate(
+        """() => Array.from(document.querySelectorAll('a[href^="/assets/"]'))
+            .map(a => {
+                // the row: the first ancestor that also holds the code location's link; its
+                // status cell follows the cell with that link
+                let row = a.parentElement;
+                while (row && !row.querySelector('a[href^="/locations/"]')) row = row.parentElement;
+                if (!row) return null;
+                const cells = Array.from(row.children);
+                const at = cells.findIndex(c => c.querySelector('a[href^="/locations/"]'));
+                const cell = at >= 0 ? cells[at + 1] : null;
+                if (!cell) return null;
+                const parts = [];
+                cell.querySelectorAll('[aria-label^="partition_"]').forEach(i =>
+                    parts.push(i.getAttribute('aria-label') + ' ' + i.parentElement.textContent));
+                return [a.getAttribute('href').split('?')[0], parts.length ? parts.join(', ')
+                    : (cell.textContent || '')];
+            })
+            .filter(r => r)"""
+    )
+    return {href.removeprefix("/assets/"): text for href, text in rows}
+
+
+def _catalog(page: Any, dev: DagsterDev) -> dict[str, str]:
+    """The catalog's statuses, all rows in view (its table renders only the rows it shows)."""
+    page.set_viewport_size({"width": 1600, "height": 2000})
+    try:
+        page.goto(f"{dev.url}/assets")
+        page.get_by_text("Asset name", exact=True).filter(visible=True).first.wait_for()
+        page.wait_for_timeout(2000)
+        return _catalog_statuses(page)
+    finally:
+        page.set_viewport_size({"width": 1600, "height": 1000})
+
+
+def _green_status(text: str) -> bool:
+    """A catalog status cell that says all is well: partitions none missing or failed, or a
+    materialized asset."""
+    if "partition_" in text:
+        return "partition_missing 0" in text and "partition_failure 0" in text
+    return "Materialized" in text and "Never materialized" not in text and "Failed" not in text
+
+
+def _healthy(page: Any, dev: DagsterDev, seen: dict[str, Any]) -> dict[str, Any]:
+    """What the global lineage and the catalog show, if every group and asset is green (what
+    was not green goes into ``seen``)."""
+    page.goto(f"{dev.url}/asset-groups")
+    page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
+    page.wait_for_timeout(2000)
+    colours = _group_colours(page)
+    statuses = _catalog(page, dev)
+    green_groups = set(colours) == {"cdc_demo", "analytics"} and all(
+        set(c) == {"green"} for c in colours.values()
+    )
+    bad = {k: v for k, v in statuses.items() if not _green_status(v)}
+    seen.update(groups=colours, not_green=bad, rows=len(statuses))
+    if green_groups and statuses and not bad:
+        return {"groups": colours, "catalog": statuses}
+    return {}
+
+
+def _checks_shown(page: Any, dev: DagsterDev) -> list[tuple[int, int]]:
+    """The group's lineage boxes: (passed, shown) per asset with checks."""
+    page.goto(f"{dev.url}/locations/cdc_assets/asset-groups/cdc_demo")
+    page.get_by_text("orders_mirror", exact=True).filter(visible=True).first.wait_for()
+    page.wait_for_timeout(2000)
+    text = page.inner_text("body")
+    return [(int(a), int(b)) for a, b in re.findall(r"(\d+) / (\d+) Passed", text)]
 
 
 def _graph_nodes(page: Any) -> dict[str, float]:
@@ -182,14 +322,60 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
         examples=["daily_orders"],
     )
     with dagster_dev(tmp_path, config, home) as dev:
-        # The sensor (running by default) snapshots; then the workload writes and cleanup
-        # removes what the next range needs of dbo.orders before the sensor's run reads it.
+        # 0. Healthy looks healthy. The sensor (running by default) snapshots, a range follows;
+        # the health job runs (what its 5-minute schedule does), the aggregate follows the mirror
+        # by its automation condition (once a minute).
         wait_for(
             "the sensor's snapshot run",
             lambda: _run_with(dev, DagsterRunStatus.SUCCESS, "snapshot"),
             240,
             dev.log,
         )
+        # Capture runs meanwhile, as in the demo: reconcile waits for it, and the health
+        # schedule's capture_health would (rightly) fail without it.
+        _write(db, 6)
+        written = _captured_max_lsn(db)
+        with emulator.CaptureAgent(db):
+            wait_for(
+                "the range run that brings the writes",
+                lambda: _range_run_reaching(dev, written),
+                240,
+                dev.log,
+            )
+            health = _launch(dev, "demo_health")
+            ran = wait_for("the health run", lambda: _finished(home, health), 240, dev.log)
+            assert ran.status == DagsterRunStatus.SUCCESS, ran.status
+            wait_for(
+                "daily_orders materialized by its automation condition",
+                lambda: any(
+                    r.tags.get("dagster/sensor_name") == "examples_automation"
+                    and r.status == DagsterRunStatus.SUCCESS
+                    for r in _runs(home)
+                ),
+                240,
+                dev.log,
+            )
+            seen: dict[str, Any] = {}
+            try:
+                green = wait_for(
+                    "every group and asset green", lambda: _healthy(page, dev, seen), 180, dev.log
+                )
+            except AssertionError:
+                raise AssertionError(f"not green: {seen}") from None
+            assert len(green["catalog"]) == 16, green["catalog"]  # 5 x 3 stages + aggregate
+            page.goto(f"{dev.url}/asset-groups")
+            page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
+            page.wait_for_timeout(2000)
+            page.screenshot(path=artifacts / "00a-healthy-global-lineage.png")
+            page.goto(f"{dev.url}/assets")
+            page.wait_for_timeout(2000)
+            page.screenshot(path=artifacts / "00b-healthy-catalog.png")
+            checks = _checks_shown(page, dev)
+            assert len(checks) == 10 and all(a == b for a, b in checks), checks  # all evaluated
+            page.screenshot(path=artifacts / "00c-healthy-group-checks.png")
+
+        # Then the workload writes and cleanup removes what the next range needs of
+        # dbo.orders before the sensor's run reads it.
         _write(db, 12)
         _cleanup_past_chain(db, "dbo_orders")
         failed = wait_for(
@@ -198,6 +384,25 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             240,
             dev.log,
         )
+
+        # Broken looks broken: the change log with the failed range, and its group, are red.
+        def red() -> dict[str, Any]:
+            page.goto(f"{dev.url}/asset-groups")
+            page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
+            page.wait_for_timeout(2000)
+            colours = _group_colours(page)
+            return colours if colours.get("cdc_demo", {}).get("red") else {}
+
+        broken = wait_for("the group turns red", red, 90, dev.log)
+        page.screenshot(path=artifacts / "00d-broken-global-lineage.png")
+        statuses = _catalog(page, dev)
+        assert "partition_failure 1" in statuses[ORDERS["cdc"]], statuses[ORDERS["cdc"]]
+        # the other tables' change logs read the range: they stay green
+        assert _green_status(statuses["cdc/demo/dbo/customers_changes"]), statuses
+        page.goto(f"{dev.url}/assets")
+        page.get_by_text("Asset name", exact=True).filter(visible=True).first.wait_for()
+        page.screenshot(path=artifacts / "00e-broken-catalog.png")
+        print({"broken": broken, "catalog": statuses})
 
         # 1. Lineage: each step upstream of the downstream asset adds the next node to the left.
         at_1 = _lineage(page, dev, 1)
@@ -228,6 +433,13 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             # long keys are shown middle-truncated, whole in the title
             page.locator(f'[title="{key}"]').filter(visible=True).first.wait_for()
         page.screenshot(path=artifacts / "02-cdc-partitions.png")
+        # A range is found by commit time: selected in the list, it shows its commit times.
+        first_range = _run_with(dev, DagsterRunStatus.SUCCESS).tags["dagster/partition"]
+        page.goto(f"{dev.url}/assets/cdc/demo/dbo/customers_changes?view=partitions")
+        page.locator(f'[title="{first_range}"]').filter(visible=True).first.click()
+        for text in ("commit_time_range", "lsn_range"):
+            page.get_by_text(text, exact=True).filter(visible=True).first.wait_for()
+        page.screenshot(path=artifacts / "02a-range-found-by-commit-time.png")
 
         # The same range was read for the other tables: its metadata reads as a time range with
         # rows per operation and lag, and the numeric entries are plotted.
