@@ -87,8 +87,12 @@ def test_a_tick_reads_the_chain_end_without_listing_100k_keys(
         read.append(len(page.results))
         return page
 
-    def listing_all(*_args: Any, **_kwargs: Any) -> Any:
-        raise AssertionError("the tick listed every partition key")
+    listing = instance.get_dynamic_partitions
+
+    def listing_all(partitions_def_name: str) -> Any:
+        if partitions_def_name == name:  # the range keys; the sensor lock's queue is tiny
+            raise AssertionError("the tick listed every partition key")
+        return listing(partitions_def_name)
 
     for _ in range(4):
         harness.workload.step()
