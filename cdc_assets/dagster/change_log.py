@@ -177,9 +177,8 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                     results.append(snapshot_chain_result(table))
                 else:
                     results.append(
-                        chain_result(
-                            table, lsn_range, ranges, snapshot_info(source, table), retired
-                        )
+                        # the snapshot read above: a range run does not write the snapshot
+                        chain_result(table, lsn_range, ranges, snapshot, retired)
                     )
                 yield from (
                     r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted

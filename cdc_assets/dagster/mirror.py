@@ -36,7 +36,7 @@ from cdc_assets.spark.asset_store import AssetStore, Published
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets.spark.session import write_parallelism
 
-from .chain import ChainGap, ranges_covering, recent_ranges
+from .chain import ChainGap, SnapshotInfo, ranges_covering, recent_ranges
 from .change_log_state import snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame
 from .metadata import (
@@ -114,9 +114,12 @@ def _mirror_output(
     table: Table,
     ranges: Callable[[Lsn], Sequence[LsnRange]],
     target: Lsn,
+    snapshot: SnapshotInfo | None,
+    state: dict[str, Any] | None,
 ) -> tuple[StoredFrame | None, str]:
-    """The new state of ``table``'s mirror at ``target``, or None and the reason to leave it."""
-    snapshot = snapshot_info(source, table)
+    """The new state of ``table``'s mirror at ``target``, or None and the reason to leave it
+    (``snapshot``: the table's snapshot, ``state``: the mirror's properties, both read by the
+    caller)."""
     if snapshot is None:
         raise Failure(
             f"{table.qualified_name} has no snapshot yet: materialize the 'snapshot' partition of "
@@ -127,7 +130,6 @@ def _mirror_output(
             f"its snapshot is consistent from {snapshot.snapshot_lsn.hex} on, after this range's "
             f"end {target.hex}; a later range brings it up"
         )
-    state = mirror_state(source, table)
     base: DataFrame | None = None
     if state and state.get("snapshot_version") == snapshot.version:
         start = Lsn.parse(state["lsn"])
@@ -270,7 +272,9 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             from_snapshot = snapshot is not None and (
                 not state or state.get("snapshot_version") != snapshot.version
             )
-            stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi)
+            stored, why = _mirror_output(
+                spark, source, table, ranges, lsn_range.hi, snapshot, state
+            )
             if stored is None:
                 context.log.info(f"{key.to_user_string()} is left as it is: {why}")
                 continue
