@@ -14,6 +14,9 @@
                overdue_after_minutes: 15,    # mirrors' freshness policy (default: derived)
                retain_ranges: 1d}   # ranges kept: a duration (30m, 12h, 7d) or a count
         snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
+        maintenance: {cron: "0 * * * *", keep_history: 7d,  # VACUUM, Delta log retention
+                      drop_retired_changes: false,          # delete retired ranges' rows
+                      keep_runs: 30d}                       # finished runs kept; null: all
         owners: ["team:data-platform"]       # shown on every asset of the source
     storage: {base_path: .demo/storage}
     spark: {master: "local[2]", conf: {}}     # or remote: sc://127.0.0.1:15002 (Spark Connect)
@@ -45,6 +48,7 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TEAM = re.compile(r"^team:[A-Za-z0-9_-]+$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_CRON = re.compile(r"^[\w*/,?-]+(\s+[\w*/,?-]+){4}$")
 
 __all__ = [
     "CONFIG_ENV",
@@ -195,9 +199,7 @@ class SyncPolicy(_Model):
         """(ranges to keep, seconds to keep them): exactly one of the two is set."""
         if isinstance(self.retain_ranges, int):
             return self.retain_ranges, None
-        match = _DURATION.match(self.retain_ranges)
-        assert match is not None  # validated
-        return None, float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        return None, duration_seconds(self.retain_ranges)
 
     def freshness_windows(self) -> tuple[float, float]:
         """(warn, fail) seconds of the mirrors' freshness policy: a mirror moves every range, a
@@ -221,12 +223,78 @@ class SnapshotPolicy(_Model):
     )
 
 
+def duration_seconds(text: str) -> float:
+    """``90s``, ``30m``, ``12h``, ``7d`` in seconds (text already validated)."""
+    match = _DURATION.match(text.strip())
+    assert match is not None
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _duration(value: str, *, at_least: float = 0, what: str = "") -> str:
+    if not _DURATION.match(value.strip()):
+        raise ValueError("give a duration as a number and a unit s, m, h or d (90s, 30m, 12h, 7d)")
+    if duration_seconds(value) < at_least:
+        raise ValueError(what)
+    return value.strip()
+
+
+MIN_HISTORY_SECONDS = 600  # a range run or a snapshot must not outlive the files it reads
+
+
+class MaintenancePolicy(_Model):
+    """Keeps the source's storage and run history bounded: a job on a schedule."""
+
+    cron: str = Field(
+        default="0 * * * *",
+        description="When the source's maintenance job runs (cron, the instance's time zone).",
+    )
+    keep_history: str = Field(
+        default="7d",
+        description="How far back every Delta table (change logs, mirrors) keeps its earlier "
+        "versions: VACUUM deletes older files, the log drops older commits; time travel and "
+        "the change data feed reach back this far.",
+    )
+    drop_retired_changes: bool = Field(
+        default=False,
+        description="Delete the change-log rows of range partitions retired from Dagster "
+        "(sync.retain_ranges). Off: the change logs keep every change since the snapshot.",
+    )
+    keep_runs: str | None = Field(
+        default="30d",
+        description="Delete finished runs of the source's jobs (with their events and logs) "
+        "once older than this, keeping those that hold a partition or a check result still "
+        "shown; null keeps every run.",
+    )
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if not _CRON.match(value.strip()):
+            raise ValueError("give a cron expression of five fields, like '0 * * * *'")
+        return value
+
+    @field_validator("keep_history")
+    @classmethod
+    def _history(cls, value: str) -> str:
+        return _duration(
+            value,
+            at_least=MIN_HISTORY_SECONDS,
+            what="keep at least 10m of history: a run must not outlive the files it reads",
+        )
+
+    @field_validator("keep_runs")
+    @classmethod
+    def _runs(cls, value: str | None) -> str | None:
+        return None if value is None else _duration(value)
+
+
 class SourceConfig(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
     connection: ConnectionConfig
     tables: TableSelection = TableSelection()
     sync: SyncPolicy = SyncPolicy()
     snapshot: SnapshotPolicy = SnapshotPolicy()
+    maintenance: MaintenancePolicy = MaintenancePolicy()
     owners: tuple[str, ...] = Field(
         default=(),
         description="Shown as the owners of every asset of the source: e-mail addresses or "

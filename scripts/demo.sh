@@ -173,6 +173,8 @@ retention:
   sensor:
     purge_after_days:
       skipped: 1               # the sensor skips a tick every few seconds while nothing changed
+      success: 1               # ... or requests a run every few seconds while it does
+      failure: 7
 EOF
 fi
 

@@ -23,6 +23,7 @@ from .change_log import build_change_logs
 from .examples import build_examples, examples_sensor
 from .health_checks import build_capture_checks
 from .io_manager import SparkDeltaIOManager
+from .maintenance import build_maintenance_job, build_maintenance_schedule
 from .metadata import asset_tags, table_metadata
 from .mirror import build_mirrors
 from .mirror_checks import RECONCILE, build_mirror_checks
@@ -99,12 +100,13 @@ def source_definitions(source: Source) -> Definitions:
         default_status=DefaultScheduleStatus.RUNNING,
         description="Every 5 minutes: reconcile and capture_health.",
     )
+    maintenance = build_maintenance_job(source)
     return Definitions(
         assets=[*specs, change_logs, mirrors],
         asset_checks=[mirror_checks, capture_checks],
-        jobs=[job, health_job],
+        jobs=[job, health_job, maintenance],
         sensors=[build_sync_sensor(source, partitions, job)],
-        schedules=[health_schedule],
+        schedules=[health_schedule, build_maintenance_schedule(source, maintenance)],
     )
 
 

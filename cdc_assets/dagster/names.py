@@ -24,6 +24,7 @@ SNAPSHOT_PARTITION = "snapshot"
 SOURCE_TAG = "cdc_assets/source"
 PARTITION_TAG = "cdc_assets/partition"
 RESNAPSHOT_TAG = "cdc_assets/resnapshot_reason"  # on snapshot runs the sensor starts after a gap
+PARTITION_RUN_TAG = "dagster/partition"  # Dagster's tag of a partitioned run
 IO_MANAGER = "cdc_io_manager"  # the resource key of the Delta IO manager
 COVERAGE = "coverage"  # the change-log checks (:mod:`.change_log_checks`)
 CHAIN = "chain"
@@ -62,6 +63,10 @@ def sync_job_name(source: str) -> str:
 
 def health_job_name(source: str) -> str:
     return f"{source}_health"
+
+
+def maintenance_job_name(source: str) -> str:
+    return f"{source}_maintenance"
 
 
 def sensor_name(source: str) -> str:

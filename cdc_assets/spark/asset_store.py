@@ -186,7 +186,7 @@ def decode_from_delta(df: DataFrame) -> DataFrame:
     return df.select(*columns)
 
 
-def _sql_string(text: str) -> str:
+def sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -292,6 +292,13 @@ class AssetStore:
         properties = self._partition_properties(key_path, partition)
         return properties.get(GAP) if properties else None
 
+    def partition_keys(self, key_path: Sequence[str]) -> list[str]:
+        """The partitions that have files in the table's current version (from its log)."""
+        table = self._delta_rs(key_path)
+        if table is None or PARTITION_COLUMN not in table.metadata().partition_columns:
+            return []
+        return sorted({p[PARTITION_COLUMN] for p in table.partitions()})
+
     def history(self, key_path: Sequence[str], limit: int | None = None) -> list[dict[str, Any]]:
         """The table's commits, newest first (delta-rs); [] when there is no table."""
         table = self._delta_rs(key_path)
@@ -335,7 +342,7 @@ class AssetStore:
                 .write.format("delta")
                 .mode("overwrite")
                 .partitionBy(PARTITION_COLUMN)
-                .option("replaceWhere", f"{PARTITION_COLUMN} = {_sql_string(partition)}")
+                .option("replaceWhere", f"{PARTITION_COLUMN} = {sql_string(partition)}")
                 .option("mergeSchema", "true")
             )
         for key, value in {**TABLE_PROPERTIES, **(table_properties or {})}.items():
@@ -378,7 +385,7 @@ class AssetStore:
             return
         spark.sql(
             f"DELETE FROM delta.`{self.location(key_path)}` "
-            f"WHERE {PARTITION_COLUMN} = {_sql_string(partition)}"
+            f"WHERE {PARTITION_COLUMN} = {sql_string(partition)}"
         )
 
     def published(self, spark: SparkSession, uri: str, properties: Properties) -> Published:

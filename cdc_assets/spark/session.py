@@ -40,6 +40,9 @@ DEFAULT_CONF: dict[str, str] = {
     # Delta reads a table's log with this many tasks (default 50): our logs are small, and 50
     # tasks cost seconds per read on a few cores.
     "spark.databricks.delta.snapshotPartitions": "4",
+    # VACUUM keeps what maintenance.keep_history says (the user's choice, at least 10 minutes),
+    # not at least Delta's 7 days (:mod:`.table_maintenance`).
+    "spark.databricks.delta.retentionDurationCheck.enabled": "false",
 }
 
 # Another Spark Connect server than spark.remote of the config names (make demo's DEMO_SPARK_PORT).

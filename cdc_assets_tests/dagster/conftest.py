@@ -8,7 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from dagster._core.definitions.sensor_definition import SensorExecutionData
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.config import parse_config
+from cdc_assets.config import MaintenancePolicy, parse_config
 from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.in_process import (
     QUIET_RUN_CONFIG,
@@ -204,6 +204,7 @@ def make_harness(
     retain_ranges: int | str = "1d",
     storage: str | None = None,
     connection: dict[str, Any] | None = None,
+    maintenance: MaintenancePolicy | None = None,
 ) -> SyncHarness:
     """``connection``: the source's ``connection:`` config (default: the emulator file itself;
     the TDS tests give an ``odbc:`` one reaching the same file through a real driver)."""
@@ -236,6 +237,10 @@ def make_harness(
         origin="test config",
     )
     source = load_source(config.sources[0], config.storage.base_path)
+    if maintenance is not None:  # as given, unvalidated: tests may keep no history at all
+        source = replace(
+            source, config=source.config.model_copy(update={"maintenance": maintenance})
+        )
     defs = build_definitions(config, [source])
     return SyncHarness(db, source, defs, instance, workload, spark)
 
