@@ -10,12 +10,12 @@ captured table (:mod:`cdc_assets.spark.table_maintenance`):
   the sync sensor retired from Dagster (``sync.retain_ranges``; their end is
   :func:`.chain.retired_through`), which no mirror needs any more: every mirror applied them;
 
-then deletes the source's finished runs older than ``maintenance.keep_runs`` with their events
-and compute logs, except what the UI still shows: a sync run is kept while its partition exists
-(a range not retired, the snapshot), a health or maintenance run while it is among the newest
-:data:`KEEP_NEWEST` of its job (they hold the check results shown), and any run that logged the
-newest ``snapshot`` materialization of an asset (the mirror's is logged by the first range run
-after a snapshot).
+then deletes the source's finished runs older than ``maintenance.keep_runs`` with their events,
+compute logs and (SQLite storage) event files, except what the UI still shows: a sync run is kept
+while its partition exists (a range not retired, the snapshot); a health or maintenance run, or a
+run of the example assets, while it is among the newest :data:`KEEP_NEWEST` of its kind (they
+hold the results shown); and any run that logged the newest ``snapshot`` materialization of an
+asset (the mirror's is logged by the first range run after a snapshot).
 
 A table that fails is reported and the others go on; the job fails at the end naming them.
 """
@@ -23,6 +23,7 @@ A table that fails is reported and the others go on; the job fails at the end na
 # No ``from __future__ import annotations``: Dagster checks the ``context`` annotation at runtime.
 import contextlib
 import datetime as dt
+import os
 import time
 from collections.abc import Iterator
 
@@ -40,11 +41,13 @@ from dagster import (
     job,
     op,
 )
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
 from cdc_assets.config import duration_seconds
 from cdc_assets.spark.table_maintenance import keep_bounded
 
 from .chain import retired_through
+from .examples import EXAMPLES_SENSOR
 from .names import (
     PARTITION_RUN_TAG,
     PARTITION_TAG,
@@ -57,6 +60,7 @@ from .names import (
 from .partitions import parse_partition
 from .source import Source
 
+SENSOR_NAME_TAG = "dagster/sensor_name"  # on runs a sensor started
 KEEP_NEWEST = 20  # runs of each job never deleted, whatever their age
 DELETE_PAGE = 500  # runs looked at per query
 FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
@@ -93,14 +97,22 @@ def _deletable_runs(
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=keep_seconds)
     through = retired_through(instance, partitions_name(source.name))
     shown = _shown_snapshot_runs(instance, source)
-    sync = sync_job_name(source.name)
-    for job_name in (sync, health_job_name(source.name), maintenance_job_name(source.name)):
+    sync = RunsFilter(job_name=sync_job_name(source.name))
+    kinds = (
+        sync,
+        RunsFilter(job_name=health_job_name(source.name)),
+        RunsFilter(job_name=maintenance_job_name(source.name)),
+        # the example assets' runs, started by their automation sensor
+        RunsFilter(tags={SENSOR_NAME_TAG: EXAMPLES_SENSOR}),
+    )
+    for kind in kinds:
         newest: set[str] = set()
-        if job_name != sync:  # unpartitioned: its newest runs hold the check results shown
-            recent = instance.get_runs(RunsFilter(job_name=job_name), limit=KEEP_NEWEST)
-            newest = {r.run_id for r in recent}
+        if kind is not sync:  # unpartitioned: their newest runs hold the results shown
+            newest = {r.run_id for r in instance.get_runs(kind, limit=KEEP_NEWEST)}
         old = instance.get_runs(
-            RunsFilter(job_name=job_name, statuses=FINISHED, created_before=cutoff),
+            RunsFilter(
+                job_name=kind.job_name, tags=kind.tags, statuses=FINISHED, created_before=cutoff
+            ),
             limit=DELETE_PAGE,
             ascending=True,
         )
@@ -118,8 +130,15 @@ def delete_runs(
 ) -> int:
     """Delete the runs :func:`_deletable_runs` names, with their events and compute logs."""
     deleted = 0
+    events = instance.event_log_storage
     for run_id in list(_deletable_runs(instance, source, keep_seconds, current_run)):
         instance.delete_run(run_id)
+        if isinstance(events, SqliteEventLogStorage):
+            # the run's own SQLite file (dagster dev's default storage) stays, emptied, else
+            shard = events.path_for_shard(run_id)
+            for path in (shard, f"{shard}-wal", f"{shard}-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
         # a log manager that cannot delete by prefix keeps the logs (they are small)
         with contextlib.suppress(NotImplementedError, OSError):
             instance.compute_log_manager.delete_logs(prefix=[run_id])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dagster import AssetRecordsFilter, DagsterInstance, RunRequest, RunsFilter
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from pyspark.sql import SparkSession
 
 from cdc_assets.config import MaintenancePolicy, parse_config
@@ -114,8 +115,11 @@ def test_maintenance_vacuums_drops_retired_changes_and_deletes_their_runs(
     }
     deleted = [r for r in retired if runs_before[r.key] not in shown_snapshot]
     assert deleted
+    events = instance.event_log_storage
     for r in deleted:
         assert runs_before[r.key] not in runs_after, r.key
+        if isinstance(events, SqliteEventLogStorage):  # its event file goes with it
+            assert not Path(events.path_for_shard(runs_before[r.key])).exists()
     assert shown_snapshot <= runs_after
     for key in [SNAPSHOT_PARTITION, *(r.key for r in kept)]:
         assert runs_before[key] in runs_after, key
