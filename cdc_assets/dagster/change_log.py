@@ -5,13 +5,19 @@ change rows with ``lo < __$start_lsn <= hi``).
 One multi-asset per source, so one run reads a range for every table of the source: the reads
 are Spark jobs whose tasks open their own connections on the executors
 (:mod:`cdc_assets.spark.sqlserver_source`). Each output is published with properties computed
-from the written data, and two blocking checks per table follow it:
+from the written data, and two checks per table follow it:
 
 - ``coverage``: after the write, the capture instance's min LSN is still at or below ``lo + 1``
   and ``hi`` is at or below the max LSN — cleanup did not remove changes under the read;
 - ``chain``: ``lo`` is the previous range's ``hi``, or at or below the table's snapshot LSN.
 
-A failed check fails the step, so the mirrors of the source do not move in that run.
+One table never holds back the others: each table's partition is committed in the asset body, so
+a table whose read or write fails (a capture instance gone, a type it cannot convert, a keyless
+table without snapshot isolation) writes nothing, gets a failed ``coverage`` check saying why, and
+its mirror stays where it was, while the other tables commit the range. A failed check does not
+block the mirrors step (which refuses such a table's range itself and fails the run at the end
+naming it); a snapshot run fails at the end naming its failed tables. Only an error of the whole
+source (unreachable, login refused) fails the run at once.
 
 This module holds the asset factory; what a partition writes is in :mod:`.change_log_outputs`,
 the checks in :mod:`.change_log_checks`, snapshot and gap marks in :mod:`.change_log_state`.
@@ -22,12 +28,14 @@ from collections.abc import Iterator
 from dagster import (
     AssetCheckKey,
     AssetCheckResult,
+    AssetCheckSeverity,
     AssetExecutionContext,
     AssetMaterialization,
     AssetOut,
     AssetsDefinition,
     DynamicPartitionsDefinition,
     Failure,
+    MetadataValue,
     Output,
     multi_asset,
 )
@@ -37,7 +45,7 @@ from cdc_assets.sqlserver.catalog import CaptureInstance
 from cdc_assets.sqlserver.changed_tables import changed_instances
 from cdc_assets.sqlserver.errors import SqlServerError
 
-from .chain import effective_range, recent_ranges, retired_through
+from .chain import SnapshotInfo, effective_range, recent_ranges, retired_through
 from .change_log_checks import (
     chain_result,
     change_log_check_specs,
@@ -48,8 +56,9 @@ from .change_log_checks import (
 )
 from .change_log_outputs import instance_for, range_output, snapshot_output
 from .change_log_state import clear_gap, mark_gap, snapshot_info
+from .io_manager import commit, committed, is_source_level, table_error
 from .metadata import asset_tags, table_metadata
-from .names import IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
+from .names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .source import Source, Table
 
@@ -111,6 +120,67 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
         )
         retired = retired_through(context.instance, partitions.name)
         wanted = context.selected_asset_check_keys
+
+        def table_events(table: Table) -> Iterator[Output | AssetCheckResult]:
+            """One table's partition, committed here: its failure is its own (the caller)."""
+            found = catalog.get((table.schema, table.name))
+            snapshot: SnapshotInfo | None = None
+            if lsn_range is None:
+                reason = context.run.tags.get(RESNAPSHOT_TAG)
+                instance = instance_for(found, table, None)
+                stored = snapshot_output(spark, source, table, instance, reason)
+            else:
+                snapshot = snapshot_info(source, table)
+                read_range = effective_range(lsn_range, snapshot)
+                instance = instance_for(found, table, (read_range or lsn_range).first)
+                refused = schema_change_result(found, table, snapshot, lsn_range)
+                if refused is None and read_range is not None:
+                    refused = unavailable_result(conn, table, instance, read_range)
+                if refused is not None:
+                    # Nothing is written: the check fails, the mirror stays where it was, and
+                    # the gap tells the sensor to re-snapshot the table (sync.on_gap).
+                    context.log.error(refused.description or "range not available")
+                    mark_gap(
+                        spark,
+                        source,
+                        table,
+                        context.partition_key,
+                        reason=refused.description,
+                        snapshot=snapshot,
+                        run_id=context.run.run_id,
+                    )
+                    chained = chain_result(table, lsn_range, ranges, snapshot, retired)
+                    yield _not_written(table, refused.description or "range not available")
+                    yield from (r for r in (refused, chained) if _key(r) in wanted)
+                    return
+                clear_gap(spark, source, table, context.partition_key)
+                stored = range_output(
+                    spark,
+                    source,
+                    table,
+                    conn,
+                    lsn_range,
+                    instance,
+                    read_range,
+                    quiet=changed.get(instance.name) == 0,
+                )
+            source_event = _source_table_event(table, context.partition_key, changed, instance)
+            if source_event is not None:
+                context.log_event(source_event)
+            path = table.change_log_key.path
+            published = commit(spark, source.store, path, context.partition_key, stored)
+            yield Output(
+                committed(published, stored),
+                output_name=table.change_log_key.to_python_identifier(),
+            )
+            results = [coverage_result(table, published.properties)]
+            if lsn_range is None:
+                results.append(snapshot_chain_result(table))
+            else:
+                # the snapshot read above: a range run does not write the snapshot
+                results.append(chain_result(table, lsn_range, ranges, snapshot, retired))
+            yield from (r for r in results if _key(r) in wanted)
+
         conn = source.connect()
         try:
             catalog = discover(conn)  # once per run: capture instances of every table
@@ -121,72 +191,60 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                 if lsn_range is not None
                 else {}
             )
+            failed: dict[str, str] = {}
             for table in selected:
-                found = catalog.get((table.schema, table.name))
-                if lsn_range is None:
-                    reason = context.run.tags.get(RESNAPSHOT_TAG)
-                    instance = instance_for(found, table, None)
-                    stored = snapshot_output(spark, source, table, instance, reason)
-                else:
-                    snapshot = snapshot_info(source, table)
-                    read_range = effective_range(lsn_range, snapshot)
-                    instance = instance_for(found, table, (read_range or lsn_range).first)
-                    refused = schema_change_result(found, table, snapshot, lsn_range)
-                    if refused is None and read_range is not None:
-                        refused = unavailable_result(conn, table, instance, read_range)
-                    if refused is not None:
-                        # Nothing is written: the blocking check fails and the mirrors wait;
-                        # the gap tells the sensor to re-snapshot (sync.on_gap).
-                        context.log.error(refused.description or "range not available")
-                        mark_gap(
-                            spark,
-                            source,
-                            table,
-                            context.partition_key,
-                            reason=refused.description,
-                            snapshot=snapshot,
-                            run_id=context.run.run_id,
-                        )
-                        chained = chain_result(table, lsn_range, ranges, snapshot, retired)
-                        results = [refused, chained]
-                        yield from (
-                            r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
-                        )
-                        continue
-                    clear_gap(spark, source, table, context.partition_key)
-                    stored = range_output(
-                        spark,
-                        source,
-                        table,
-                        conn,
-                        lsn_range,
-                        instance,
-                        read_range,
-                        quiet=changed.get(instance.name) == 0,
+                wrote = False
+                try:
+                    for event in table_events(table):
+                        wrote = wrote or isinstance(event, Output)
+                        yield event
+                except Exception as exc:
+                    if is_source_level(exc):
+                        raise  # the whole source: the run fails and is retried whole
+                    # One table never holds back the others: this one writes nothing, its
+                    # check says why, and the mirrors step leaves its mirror where it was.
+                    message = table_error(table.qualified_name, exc)
+                    context.log.error(message)
+                    failed[table.qualified_name] = message
+                    result = AssetCheckResult(
+                        asset_key=table.change_log_key,
+                        check_name=COVERAGE,
+                        passed=False,
+                        severity=AssetCheckSeverity.ERROR,
+                        description=message[:2000],
                     )
-                source_event = _source_table_event(table, context.partition_key, changed, instance)
-                if source_event is not None:
-                    context.log_event(source_event)
-                yield Output(stored, output_name=table.change_log_key.to_python_identifier())
-                # The IO manager has published the partition by now; check what it wrote.
-                properties = source.store.properties(
-                    table.change_log_key.path, context.partition_key
-                )
-                results = [coverage_result(table, properties or {})]
-                if lsn_range is None:
-                    results.append(snapshot_chain_result(table))
-                else:
-                    results.append(
-                        # the snapshot read above: a range run does not write the snapshot
-                        chain_result(table, lsn_range, ranges, snapshot, retired)
-                    )
-                yield from (
-                    r for r in results if AssetCheckKey(r.asset_key, r.check_name) in wanted
+                    if lsn_range is not None and not wrote:
+                        yield _not_written(table, message)
+                    if _key(result) in wanted:
+                        yield result
+            if failed and lsn_range is None:
+                # a snapshot run has no mirrors step to name them: it fails here
+                raise Failure(
+                    description=f"{len(failed)} of {len(selected)} tables not snapshotted (the "
+                    "others were): " + " | ".join(failed.values())
                 )
         finally:
             conn.close()
 
     return change_logs
+
+
+def _not_written(table: Table, why: str) -> Output:
+    """The output of a table whose range wrote nothing. Dagster skips a step when an output it
+    depends on is missing, so without it the mirrors step would not run for any table; the
+    materialization it records says that nothing was written, and the failed ``coverage``
+    check shows the table red. The sensor goes by what is stored, not by this event: the table
+    is behind, and its next attempt reads from where it stopped."""
+    return Output(
+        None,
+        output_name=table.change_log_key.to_python_identifier(),
+        metadata={"written": False, "not_written_because": MetadataValue.text(why[:2000])},
+    )
+
+
+def _key(result: AssetCheckResult) -> AssetCheckKey:
+    assert result.asset_key is not None
+    return AssetCheckKey(result.asset_key, result.check_name or "")
 
 
 def _source_table_event(

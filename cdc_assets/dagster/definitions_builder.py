@@ -73,7 +73,7 @@ def source_definitions(source: Source) -> Definitions:
     )
     job = define_asset_job(
         sync_job_name(source.name),
-        # Every run evaluates the change logs' blocking checks, then after the mirrors their
+        # Every run evaluates the change logs' checks, then after the mirrors their
         # cheap checks (at_chain_end, capture_health: a few catalog queries), so every check the
         # UI shows has a current result; reconcile (an exact snapshot of the source to count its
         # rows) runs with capture_health on the schedule below.

@@ -77,6 +77,69 @@ def delta_metadata(published: Published) -> dict[str, Any]:
     }
 
 
+# Source errors that are the whole source's, not one table's: the run fails and is retried whole.
+SOURCE_LEVEL_ERRORS = ("SourceUnreachable", "LoginFailed")
+
+
+def commit(
+    spark: SparkSession,
+    store: AssetStore,
+    key_path: Sequence[str],
+    partition: str | None,
+    stored: StoredFrame,
+) -> Published:
+    """Write ``stored`` (its own ``write``, else the store's) and return the commit. A source
+    read that failed inside Spark becomes one clear :class:`Failure` (``source_error`` in its
+    metadata) instead of the executor's Java and Python traces; nothing was committed (the data
+    and its properties are one Delta commit)."""
+    try:
+        if stored.write is not None:
+            return stored.write(spark, store, key_path)
+        assert stored.df is not None
+        return store.write(spark, stored.df, key_path, partition, stored.finalize)
+    except Exception as exc:
+        source_error = unwrap_source_error(exc)
+        if source_error is None:
+            raise
+        raise Failure(
+            description=f"{'/'.join(key_path)}: reading the source failed "
+            f"({source_error.kind}): {source_error.message}",
+            metadata={"source_error": source_error.kind},
+            allow_retries=True,
+        ) from None
+
+
+def committed(published: Published, stored: StoredFrame) -> StoredFrame:
+    """What an asset yields for a commit it made itself (:func:`commit` in its body, where one
+    table's failure can be caught without failing the others): the IO manager only records it."""
+    return StoredFrame(None, metadata=stored.metadata, write=lambda *_: published)
+
+
+def is_source_level(exc: BaseException) -> bool:
+    """The error concerns the whole source (unreachable, login refused), not one table."""
+    if type(exc).__name__ in SOURCE_LEVEL_ERRORS:
+        return True
+    if isinstance(exc, Failure):
+        kind = exc.metadata.get("source_error")
+        return getattr(kind, "value", kind) in SOURCE_LEVEL_ERRORS
+    return False
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a table's failure: a Failure's description, else the error's first line."""
+    text = exc.description if isinstance(exc, Failure) and exc.description else str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    if isinstance(exc, Failure) or type(exc).__module__.startswith("cdc_assets."):
+        return first  # our own messages say what happened and what to do
+    return f"{type(exc).__name__}: {first}"
+
+
+def table_error(name: str, exc: BaseException) -> str:
+    """:func:`describe_error` prefixed with the table's name (once)."""
+    text = describe_error(exc)
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
 class SparkDeltaIOManager(ConfigurableIOManager):
     """Writes Spark DataFrames as Delta tables under ``base_path`` (a path or a Hadoop URI)."""
 
@@ -100,27 +163,9 @@ class SparkDeltaIOManager(ConfigurableIOManager):
             return
         stored = obj if isinstance(obj, StoredFrame) else StoredFrame(obj)
         partition = self._partition(context, context.definition_metadata or {})
-        spark = self.pyspark.spark_session
-        try:
-            if stored.write is not None:
-                published = stored.write(spark, self.store, context.asset_key.path)
-            else:
-                assert stored.df is not None
-                published = self.store.write(
-                    spark, stored.df, context.asset_key.path, partition, stored.finalize
-                )
-        except Exception as exc:
-            source_error = unwrap_source_error(exc)
-            if source_error is None:
-                raise
-            # One clear message instead of the executor's Java and Python traces; nothing was
-            # committed (the data and its properties are one Delta commit).
-            raise Failure(
-                description=f"{context.asset_key.to_user_string()}: reading the source failed "
-                f"({source_error.kind}): {source_error.message}",
-                metadata={"source_error": source_error.kind},
-                allow_retries=True,
-            ) from None
+        published = commit(
+            self.pyspark.spark_session, self.store, context.asset_key.path, partition, stored
+        )
         schema = (context.definition_metadata or {}).get(COLUMN_SCHEMA)
         context.add_output_metadata(
             {

@@ -7,9 +7,8 @@ mirror (``cdc_assets/layout: current``) with the LSN it is at, the snapshot it w
 and the ranges it applied. A new snapshot of the table rebuilds the mirror from it.
 
 A mirror never applies a range that failed its coverage check, and never skips one: a missing,
-unchecked or uncovered range stops the run with a message saying which and what to do. In the
-sync job the mirrors run after the change logs of the same range, and their blocking checks stop
-the mirrors first.
+unchecked or uncovered range leaves that mirror where it was with a message saying which and what
+to do, while the other mirrors apply the range; the step then fails naming the mirrors it left.
 """
 
 import datetime as dt
@@ -38,7 +37,7 @@ from cdc_assets.spark.session import write_parallelism
 
 from .chain import ChainGap, SnapshotInfo, ranges_covering, recent_ranges
 from .change_log_state import snapshot_info
-from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame
+from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
 from .metadata import (
     COLUMN_LINEAGE,
     asset_tags,
@@ -265,35 +264,57 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
                 read["ranges"] = known
             return known
 
+        failed: dict[str, str] = {}
         for key in sorted(k for k in context.selected_asset_keys if k in by_key):
             table = by_key[key]
-            snapshot = snapshot_info(source, table)
-            state = mirror_state(source, table)
-            from_snapshot = snapshot is not None and (
-                not state or state.get("snapshot_version") != snapshot.version
+            try:
+                yield from table_events(context, spark, table, lsn_range, ranges)
+            except Exception as exc:
+                # One table never holds back the others: its mirror stays where it was (its
+                # data and LSN are one commit), the others apply the range.
+                message = table_error(table.qualified_name, exc)
+                context.log.error(message)
+                failed[table.qualified_name] = message
+        if failed:
+            raise Failure(
+                description=f"{len(failed)} of {len(context.selected_asset_keys)} mirrors left "
+                "where they were (the others applied the range): " + " | ".join(failed.values())
             )
-            stored, why = _mirror_output(
-                spark, source, table, ranges, lsn_range.hi, snapshot, state
-            )
-            if stored is None:
-                context.log.info(f"{key.to_user_string()} is left as it is: {why}")
-                continue
-            if from_snapshot and snapshot is not None:
-                # The mirror holds its table's snapshot from now on: its 'snapshot' partition
-                # shows as materialized, not as missing for ever. Logged before the range's
-                # output, so the mirror's latest materialization (what the UI shows) is the range.
-                context.log_event(
-                    AssetMaterialization(
-                        asset_key=key,
-                        partition=SNAPSHOT_PARTITION,
-                        description=f"rebuilt from the snapshot at {snapshot.snapshot_lsn.hex} "
-                        f"by the run of range {context.partition_key}",
-                        metadata={
-                            "snapshot_lsn": snapshot.snapshot_lsn.hex,
-                            "applied_by_range": context.partition_key,
-                        },
-                    )
+
+    def table_events(
+        context: AssetExecutionContext,
+        spark: SparkSession,
+        table: Table,
+        lsn_range: LsnRange,
+        ranges: Callable[[Lsn], Sequence[LsnRange]],
+    ) -> Iterator[Output | AssetMaterialization]:
+        key = table.mirror_key
+        snapshot = snapshot_info(source, table)
+        state = mirror_state(source, table)
+        from_snapshot = snapshot is not None and (
+            not state or state.get("snapshot_version") != snapshot.version
+        )
+        stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi, snapshot, state)
+        if stored is None:
+            context.log.info(f"{key.to_user_string()} is left as it is: {why}")
+            return
+        published = commit(spark, source.store, key.path, None, stored)
+        if from_snapshot and snapshot is not None:
+            # The mirror holds its table's snapshot from now on: its 'snapshot' partition
+            # shows as materialized, not as missing for ever. Logged before the range's
+            # output, so the mirror's latest materialization (what the UI shows) is the range.
+            context.log_event(
+                AssetMaterialization(
+                    asset_key=key,
+                    partition=SNAPSHOT_PARTITION,
+                    description=f"rebuilt from the snapshot at {snapshot.snapshot_lsn.hex} "
+                    f"by the run of range {context.partition_key}",
+                    metadata={
+                        "snapshot_lsn": snapshot.snapshot_lsn.hex,
+                        "applied_by_range": context.partition_key,
+                    },
                 )
-            yield Output(stored, output_name=key.to_python_identifier())
+            )
+        yield Output(committed(published, stored), output_name=key.to_python_identifier())
 
     return mirrors

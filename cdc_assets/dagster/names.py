@@ -23,12 +23,13 @@ from dagster import AssetKey
 SNAPSHOT_PARTITION = "snapshot"
 SOURCE_TAG = "cdc_assets/source"
 PARTITION_TAG = "cdc_assets/partition"
+CATCH_UP_TAG = "cdc_assets/catch_up"  # on runs that bring tables left behind up to the chain
 RESNAPSHOT_TAG = "cdc_assets/resnapshot_reason"  # on snapshot runs the sensor starts after a gap
 PARTITION_RUN_TAG = "dagster/partition"  # Dagster's tag of a partitioned run
 IO_MANAGER = "cdc_io_manager"  # the resource key of the Delta IO manager
 COVERAGE = "coverage"  # the change-log checks (:mod:`.change_log_checks`)
 CHAIN = "chain"
-BLOCKING = (COVERAGE, CHAIN)  # the checks that run with every change-log partition
+CHANGE_LOG_CHECKS = (COVERAGE, CHAIN)  # the checks that run with every change-log partition
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_]")
 
 

@@ -5,13 +5,17 @@ of tables, and more only when the max LSN moved past the end of the chain. It de
 
 1. a run of this source is still in flight → wait (one sync run per source at a time);
 2. tables without a snapshot → one run of the ``snapshot`` partition for those tables;
-3. the newest range is not complete for every table: if cleanup removed changes it needs
-   (a gap), re-snapshot those tables (``sync.on_gap: resnapshot``) or stop and say so
-   (``fail``); otherwise (the run failed) run it again, after a pause, before any newer range;
+3. some tables have not completed the newest range (a run failed for them): if cleanup removed
+   changes the range each needs next (a gap), re-snapshot those tables (``sync.on_gap:
+   resnapshot``) or leave them for a person (``fail``); otherwise, once the pause after a failed
+   run is over, run the range each needs next (where its mirror stopped) for those tables only.
+   One table never holds back the others: while tables wait for their retry, the others go on
+   to step 4. Only when every table is behind (the run failed as a whole: the source unreachable,
+   a killed run) does the tick wait, then run the newest range again;
 4. the max LSN moved → add the next range ``(end, hi]`` (at most ``max_transactions_per_range``
-   transactions) and request one run that materializes it for every table, change logs then
-   mirrors. The first range after the snapshots is added even without transactions once capture
-   has passed every snapshot LSN, so quiet tables get their mirrors too.
+   transactions) and request one run that materializes it for every table that is not behind,
+   change logs then mirrors. The first range after the snapshots is added even without
+   transactions once capture has passed every snapshot LSN, so quiet tables get their mirrors.
 
 The chain is read from the partition keys and the published data, never kept in the cursor, so a
 restarted daemon continues exactly where the chain ends. Evaluations of one source's sensor hold
@@ -52,9 +56,12 @@ from cdc_assets.sqlserver.dbapi import DbapiConnection
 
 from .chain import PAGE, SnapshotInfo, chain_end, range_partitions, recent_ranges, retire
 from .change_log_state import snapshot_info
-from .mirror import mirror_lsn
+from .health_checks import CAPTURE_HEALTH
+from .mirror import mirror_lsn, mirror_state
+from .mirror_checks import AT_CHAIN_END
 from .names import (
-    BLOCKING,
+    CATCH_UP_TAG,
+    CHANGE_LOG_CHECKS,
     PARTITION_TAG,
     RESNAPSHOT_TAG,
     SNAPSHOT_PARTITION,
@@ -89,6 +96,8 @@ def _request(
     partition: str,
     tables: list[Table] | None = None,
     extra_tags: dict[str, str] | None = None,
+    *,
+    mirrors: bool = False,
 ) -> RunRequest:
     """The run for ``partition``. Its run key is the partition and how many runs of it were
     already launched, so two evaluations that decide the same thing before either run exists
@@ -97,9 +106,15 @@ def _request(
     attempt = instance.get_runs_count(filters=RunsFilter(tags=tags))
     selection = None
     checks = None
-    if tables is not None:  # only these tables, with their blocking checks (not the others)
+    if tables is not None:  # only these tables, with their checks (not the others)
         selection = [t.change_log_key for t in tables]
-        checks = [AssetCheckKey(t.change_log_key, name) for t in tables for name in BLOCKING]
+        checks = [
+            AssetCheckKey(t.change_log_key, name) for t in tables for name in CHANGE_LOG_CHECKS
+        ]
+        if mirrors:  # a range: their mirrors too, and the checks a range run evaluates
+            selection += [t.mirror_key for t in tables]
+            checks += [AssetCheckKey(t.change_log_key, CAPTURE_HEALTH) for t in tables]
+            checks += [AssetCheckKey(t.mirror_key, AT_CHAIN_END) for t in tables]
     return RunRequest(
         run_key=f"{partition}#{attempt}",
         partition_key=partition,
@@ -128,9 +143,12 @@ def _retry_pause(source: Source) -> float:
 
 
 def _recent_failure(instance: DagsterInstance, source: Source) -> str | None:
-    """Why to wait before retrying: the source's latest run failed only a moment ago."""
-    runs = instance.get_runs(filters=RunsFilter(tags={SOURCE_TAG: source.name}), limit=1)
-    if not runs or runs[0].status != DagsterRunStatus.FAILURE:
+    """Why to wait before retrying: a run of the source failed only a moment ago."""
+    runs = instance.get_runs(
+        filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=[DagsterRunStatus.FAILURE]),
+        limit=1,
+    )
+    if not runs:
         return None
     record = instance.get_run_record_by_id(runs[0].run_id)
     ended = record.end_time if record is not None else None
@@ -202,6 +220,75 @@ def _to_retire(
     return tuple(itertools.takewhile(lambda r: r.hi <= bound, candidates))
 
 
+def _next_range_of(
+    instance: DagsterInstance,
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    table: Table,
+    snap: SnapshotInfo,
+    last: LsnRange,
+) -> LsnRange:
+    """The range ``table`` needs next: the first after the LSN its mirror is at (its snapshot's
+    replay LSN when the mirror is not built from that snapshot), which is where it stopped."""
+    state = mirror_state(source, table)
+    at = snap.replay_from
+    if state and state.get("snapshot_version") == snap.version and "lsn" in state:
+        at = max(at, Lsn.parse(state["lsn"]))
+    for r in recent_ranges(instance, partitions.name, reach=at):
+        if r.hi > at and r.hi >= snap.snapshot_lsn:
+            return r
+    return last
+
+
+def _catch_up(
+    instance: DagsterInstance,
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    behind: list[Table],
+    snapshots: dict[Table, SnapshotInfo | None],
+    last: LsnRange,
+) -> Tick | None:
+    """What to do about the tables that have not completed the newest range: re-snapshot those
+    with a gap (``sync.on_gap``), else run the range each needs next, those tables only, once the
+    pause after a failed run is over. None: they wait, and the others keep syncing. When every
+    table is behind (the run failed as a whole: the source unreachable, a killed run), nothing
+    else can go on: the tick waits, then runs the newest range again."""
+    whole = len(behind) == sum(1 for s in snapshots.values() if s is not None)
+    taken = {t: s for t, s in snapshots.items() if s is not None}
+    needs = {t: _next_range_of(instance, source, partitions, t, taken[t], last) for t in behind}
+    gaps = {
+        t: reason
+        for t, r in needs.items()
+        if (reason := _gaps(source, r, {t: snapshots[t]}).get(t)) is not None
+    }
+    if gaps:
+        names = ", ".join(t.qualified_name for t in gaps)
+        first = next(iter(gaps))
+        if source.config.sync.on_gap == "fail":
+            if whole:
+                return Tick(
+                    None,
+                    None,
+                    f"range {needs[first].key} cannot be read for {names}: cleanup removed "
+                    "changes it needs (sync.on_gap = fail). Materialize the 'snapshot' partition "
+                    "of those tables to continue.",
+                )
+            return None  # those tables wait for a person; the others keep syncing
+        reason = f"re-snapshot: range {needs[first].key} could not be read ({gaps[first]})"
+        request = _request(
+            instance, source, SNAPSHOT_PARTITION, list(gaps), {RESNAPSHOT_TAG: reason[:1000]}
+        )
+        return Tick(request, None, None)
+    if (why := _recent_failure(instance, source)) is not None:
+        return Tick(None, None, why) if whole else None
+    if whole:
+        return Tick(_request(instance, source, last.key), None, None)
+    target = min(needs.values(), key=lambda r: r.lo)
+    tables = [t for t, r in needs.items() if r == target]
+    request = _request(instance, source, target.key, tables, {CATCH_UP_TAG: "true"}, mirrors=True)
+    return Tick(request, None, None)
+
+
 def evaluate(
     instance: DagsterInstance,
     source: Source,
@@ -228,37 +315,15 @@ def evaluate(
     # the chain's end from the newest keys only: a tick costs the same at 10 or 100k partitions
     ranges = recent_ranges(instance, partitions.name)
     end = chain_end(ranges)
+    behind: list[Table] = []
     if end is not None:
         last = ranges[-1]
-        if not all(_range_complete(source, t, last, s) for t, s in snapshots.items() if s):
-            gaps = _gaps(source, last, snapshots)
-            if gaps:
-                names = ", ".join(t.qualified_name for t in gaps)
-                if source.config.sync.on_gap == "fail":
-                    return Tick(
-                        None,
-                        None,
-                        f"range {last.key} cannot be read for {names}: cleanup removed changes "
-                        "it needs (sync.on_gap = fail). Materialize the 'snapshot' partition of "
-                        "those tables to continue.",
-                    )
-                reason = (
-                    f"re-snapshot: range {last.key} could not be read ({next(iter(gaps.values()))})"
-                )
-                return Tick(
-                    _request(
-                        instance,
-                        source,
-                        SNAPSHOT_PARTITION,
-                        list(gaps),
-                        {RESNAPSHOT_TAG: reason[:1000]},
-                    ),
-                    None,
-                    None,
-                )
-            if (why := _recent_failure(instance, source)) is not None:
-                return Tick(None, None, why)
-            return Tick(_request(instance, source, last.key), None, None)
+        behind = [t for t, s in snapshots.items() if s and not _range_complete(source, t, last, s)]
+        if behind:
+            decided = _catch_up(instance, source, partitions, behind, snapshots, last)
+            if decided is not None:
+                return decided
+            # the tables behind wait for their retry; the others keep syncing
         start = end
     else:
         start = min(s.replay_from for s in snapshots.values() if s)
@@ -285,7 +350,8 @@ def evaluate(
             conn, start, source.config.sync.max_transactions_per_range, maximum=maximum
         )
         retired: tuple[LsnRange, ...] = ()
-        if next_range is not None and end is not None:  # retire once per range added
+        # retire once per range added, and never while a table is behind: it needs those ranges
+        if next_range is not None and end is not None and not behind:
             retired = _to_retire(instance, source, partitions, conn, ranges[-1])
     finally:
         conn.close()
@@ -295,7 +361,9 @@ def evaluate(
         next_range = LsnRange(start, maximum)
     if next_range is None:
         return Tick(None, None, f"no transaction was captured after {start.hex}")
-    return Tick(_request(instance, source, next_range.key), next_range.key, None, retired)
+    healthy = [t for t in source.tables if t not in behind] if behind else None
+    request = _request(instance, source, next_range.key, healthy, mirrors=True)
+    return Tick(request, next_range.key, None, retired)
 
 
 def build_sync_sensor(

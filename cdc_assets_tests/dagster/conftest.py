@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -160,10 +160,11 @@ class SyncHarness:
                 f"{list(expected - outside)[:2]}"
             )
 
-    def assert_mirrors_equal_source(self) -> Lsn:
-        """Every mirror holds exactly the source table's rows (multiset) at one common LSN."""
+    def assert_mirrors_equal_source(self, tables: Sequence[Table] | None = None) -> Lsn:
+        """Every mirror (of ``tables``, default all) holds exactly the source table's rows
+        (multiset) at one common LSN."""
         at = set()
-        for table in self.source.tables:
+        for table in self.source.tables if tables is None else tables:
             at.add(mirror_lsn(self.source, table))
             # Cached for the two comparisons only: a cached plan is matched by later reads of
             # the same table, and a mirror written by another process (a killed run) would then
