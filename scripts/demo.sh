@@ -19,7 +19,9 @@
 # continues where the chain ends (a run cut off by an abrupt stop is marked failed and retried).
 # The terminal shows one line per run and Dagster's warnings and errors; Dagster's and Spark's full
 # log goes to .demo/logs/dagster.log. Disk stays bounded: the workload keeps every table near
-# DEMO_MAX_ROWS rows and the emulated CDC cleanup job keeps DEMO_RETENTION_MINUTES of changes.
+# DEMO_MAX_ROWS rows, the emulated CDC cleanup job keeps DEMO_RETENTION_MINUTES of changes, and
+# the job demo_maintenance (every 10 minutes, cdc_assets.yaml) VACUUMs the Delta tables, drops
+# retired ranges' change rows and deletes old runs.
 # Settings: DEMO_TPS (transactions per second, default 20), DEMO_ROWS (initial rows per table,
 # default 1000), DEMO_MAX_ROWS (default 3000), DEMO_RETENTION_MINUTES (default 10), DEMO_SEED
 # (default 0), DEMO_HOST (default 127.0.0.1), DEMO_PORT (default 3000), DEMO_SPARK_PORT (the Spark
