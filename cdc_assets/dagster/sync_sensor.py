@@ -142,13 +142,19 @@ def _retry_pause(source: Source) -> float:
     return max(30.0, 6.0 * source.config.sync.sensor_interval_seconds)
 
 
-def _recent_failure(instance: DagsterInstance, source: Source) -> str | None:
-    """Why to wait before retrying: a run of the source failed only a moment ago."""
+def _recent_failure(
+    instance: DagsterInstance, source: Source, tables: list[Table] | None = None
+) -> str | None:
+    """Why to wait before retrying: the source's latest run (the latest that ran one of
+    ``tables``, when given) failed only a moment ago."""
     runs = instance.get_runs(
-        filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=[DagsterRunStatus.FAILURE]),
-        limit=1,
+        filters=RunsFilter(tags={SOURCE_TAG: source.name}), limit=1 if tables is None else 50
     )
-    if not runs:
+    if tables is not None:
+        keys = {t.change_log_key for t in tables}
+        # no selection (None, or empty for an in-process run) means every asset of the job
+        runs = [r for r in runs if not r.asset_selection or keys & set(r.asset_selection)][:1]
+    if not runs or runs[0].status != DagsterRunStatus.FAILURE:
         return None
     record = instance.get_run_record_by_id(runs[0].run_id)
     ended = record.end_time if record is not None else None
@@ -247,10 +253,11 @@ def _catch_up(
     behind: list[Table],
     snapshots: dict[Table, SnapshotInfo | None],
     last: LsnRange,
-) -> Tick | None:
+) -> tuple[Tick | None, str]:
     """What to do about the tables that have not completed the newest range: re-snapshot those
     with a gap (``sync.on_gap``), else run the range each needs next, those tables only, once the
-    pause after a failed run is over. None: they wait, and the others keep syncing. When every
+    pause after the last failed run of one of them is over. (None, why): they wait, and the
+    others keep syncing (``why`` goes into the tick's skip reason). When every
     table is behind (the run failed as a whole: the source unreachable, a killed run), nothing
     else can go on: the tick waits, then runs the newest range again."""
     whole = len(behind) == sum(1 for s in snapshots.values() if s is not None)
@@ -264,29 +271,33 @@ def _catch_up(
     if gaps:
         names = ", ".join(t.qualified_name for t in gaps)
         first = next(iter(gaps))
+        wait = (
+            f"range {needs[first].key} cannot be read for {names}: cleanup removed changes it "
+            "needs (sync.on_gap = fail). Materialize the 'snapshot' partition of those tables "
+            "to continue."
+        )
         if source.config.sync.on_gap == "fail":
-            if whole:
-                return Tick(
-                    None,
-                    None,
-                    f"range {needs[first].key} cannot be read for {names}: cleanup removed "
-                    "changes it needs (sync.on_gap = fail). Materialize the 'snapshot' partition "
-                    "of those tables to continue.",
-                )
-            return None  # those tables wait for a person; the others keep syncing
+            # those tables wait for a person; the others keep syncing
+            return (Tick(None, None, wait) if whole else None), wait
         reason = f"re-snapshot: range {needs[first].key} could not be read ({gaps[first]})"
         request = _request(
             instance, source, SNAPSHOT_PARTITION, list(gaps), {RESNAPSHOT_TAG: reason[:1000]}
         )
-        return Tick(request, None, None)
-    if (why := _recent_failure(instance, source)) is not None:
-        return Tick(None, None, why) if whole else None
+        return Tick(request, None, None), ""
+    if (why := _recent_failure(instance, source, behind)) is not None:
+        names = ", ".join(t.qualified_name for t in behind)
+        return (Tick(None, None, why) if whole else None), f"{names} behind: {why}"
     if whole:
-        return Tick(_request(instance, source, last.key), None, None)
+        return Tick(_request(instance, source, last.key), None, None), ""
     target = min(needs.values(), key=lambda r: r.lo)
     tables = [t for t, r in needs.items() if r == target]
     request = _request(instance, source, target.key, tables, {CATCH_UP_TAG: "true"}, mirrors=True)
-    return Tick(request, None, None)
+    return Tick(request, None, None), ""
+
+
+def _skip(waiting: str, reason: str) -> Tick:
+    """A tick without a run: what tables behind wait for, then why nothing else runs."""
+    return Tick(None, None, f"{waiting}; {reason}" if waiting else reason)
 
 
 def evaluate(
@@ -316,11 +327,12 @@ def evaluate(
     ranges = recent_ranges(instance, partitions.name)
     end = chain_end(ranges)
     behind: list[Table] = []
+    waiting = ""  # why tables behind wait: said in a skip reason
     if end is not None:
         last = ranges[-1]
         behind = [t for t, s in snapshots.items() if s and not _range_complete(source, t, last, s)]
         if behind:
-            decided = _catch_up(instance, source, partitions, behind, snapshots, last)
+            decided, waiting = _catch_up(instance, source, partitions, behind, snapshots, last)
             if decided is not None:
                 return decided
             # the tables behind wait for their retry; the others keep syncing
@@ -332,7 +344,7 @@ def evaluate(
     try:
         maximum = get_max_lsn(conn)  # the one query every tick sends
         if maximum <= start:
-            return Tick(None, None, f"max LSN {maximum.hex} has not moved past {start.hex}")
+            return _skip(waiting, f"max LSN {maximum.hex} has not moved past {start.hex}")
         if end is None:
             needed = max(s.snapshot_lsn for s in snapshots.values() if s)
             if maximum < needed:
@@ -345,7 +357,7 @@ def evaluate(
         interval = source.config.sync.min_range_interval_seconds
         now = dt.datetime.now(dt.UTC).timestamp()
         if interval and last_added is not None and now - last_added < interval:
-            return Tick(None, None, f"the previous range was added less than {interval} s ago")
+            return _skip(waiting, f"the previous range was added less than {interval} s ago")
         next_range = plan_next_range(
             conn, start, source.config.sync.max_transactions_per_range, maximum=maximum
         )
@@ -360,7 +372,7 @@ def evaluate(
         # first snapshot or a re-snapshot): a range without changes brings those mirrors up.
         next_range = LsnRange(start, maximum)
     if next_range is None:
-        return Tick(None, None, f"no transaction was captured after {start.hex}")
+        return _skip(waiting, f"no transaction was captured after {start.hex}")
     healthy = [t for t in source.tables if t not in behind] if behind else None
     request = _request(instance, source, next_range.key, healthy, mirrors=True)
     return Tick(request, next_range.key, None, retired)

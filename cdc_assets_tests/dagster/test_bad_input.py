@@ -157,6 +157,14 @@ def test_a_dropped_capture_instance_holds_back_its_table_only(harness: SyncHarne
     assert "sp_cdc_help_change_data_capture" in why
     assert all(coverage[t.change_log_key].passed for t in others)
     assert not harness.source.store.is_published(gone.change_log_key.path, request.partition_key)
+    # Dagster records the partition as materialized with nothing written (it skips a step
+    # whose input is missing, so the mirrors could not otherwise run): the metadata says so
+    event = next(
+        e for e in result.get_asset_materialization_events() if e.asset_key == gone.change_log_key
+    )
+    metadata = event.materialization.metadata
+    assert metadata["written"].value is False
+    assert "no capture instance covers LSN" in str(metadata["not_written_because"].value)
     assert mirror_lsn(harness.source, gone) == before
     hi = LsnRange.parse_key(request.partition_key).hi
     assert harness.assert_mirrors_equal_source(others) == hi
