@@ -38,7 +38,7 @@ from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.names import sync_job_name
 from cdc_assets.dagster.source import Source, Table, load_source
 from cdc_assets.emulator.workload import DEMO_TABLES, TableDef, Workload, create_demo_database
-from cdc_assets.lsn import Lsn
+from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.asset_store import encode_for_delta
 from cdc_assets_tests.support.outside_spark import multiset, read_with_duckdb
@@ -94,6 +94,17 @@ class SyncHarness:
             result = self.execute(data.run_requests[0])
             assert result.success, failure_text(result)
         raise AssertionError(f"the sensor still requests runs after {limit} runs")
+
+    def next_range(self, steps: int = 4) -> LsnRange:
+        """``steps`` workload transactions, one tick that adds a range, its run; the range."""
+        for _ in range(steps):
+            self.workload.step()
+        self.capture()
+        data = self.tick()
+        assert len(data.run_requests) == 1, data.skip_message
+        result = self.execute(data.run_requests[0])
+        assert result.success, failure_text(result)
+        return LsnRange.parse_key(data.run_requests[0].partition_key or "")
 
     def sync_racing_writes(
         self, *, rounds: int, steps: int, seed: int, max_pause: float = 0.1

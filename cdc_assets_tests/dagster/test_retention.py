@@ -25,18 +25,6 @@ def _keys(harness: SyncHarness) -> list[str]:
     return list(harness.instance.get_dynamic_partitions(partitions_name(SOURCE)))
 
 
-def _one_range(harness: SyncHarness) -> LsnRange:
-    """Some changes, one tick that adds a range, its run; the range."""
-    for _ in range(4):
-        harness.workload.step()
-    harness.capture()
-    data = harness.tick()
-    assert len(data.run_requests) == 1, data.skip_message
-    result = harness.execute(data.run_requests[0])
-    assert result.success, failure_text(result)
-    return LsnRange.parse_key(data.run_requests[0].partition_key)
-
-
 def test_ranges_past_a_count_are_retired_and_the_chain_continues(
     tmp_path: Path, spark: SparkSession, instance: DagsterInstance
 ) -> None:
@@ -46,7 +34,7 @@ def test_ranges_past_a_count_are_retired_and_the_chain_continues(
     harness.sync()  # the snapshot (and a first range when capture passed it)
     chain = range_partitions(_keys(harness))
     while len(chain) < 3:
-        chain.append(_one_range(harness))
+        chain.append(harness.next_range())
     kept = range_partitions(_keys(harness))
     assert kept == chain[-2:], "the newest range and the one the new range was planned from"
     assert SNAPSHOT_PARTITION in _keys(harness)
