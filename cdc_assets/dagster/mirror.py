@@ -63,7 +63,10 @@ def mirror_lsn(source: Source, table: Table) -> Lsn | None:
 def _changes(
     spark: SparkSession, source: Source, table: Table, needed: list[LsnRange]
 ) -> DataFrame | None:
+    """The change rows of ``needed`` (None when they have none: quiet ranges are applied
+    without reading anything), after checking each range is written and covered."""
     path = table.change_log_key.path
+    rows = 0
     for lsn_range in needed:
         properties = source.store.properties(path, lsn_range.key)
         if properties is None:
@@ -79,7 +82,9 @@ def _changes(
                 f"({coverage.get('reason') or 'no coverage recorded'}); the mirror is left as it "
                 "is. Re-snapshot the table to continue."
             )
-    if not needed:
+        counted = properties.get("rows")
+        rows += counted if isinstance(counted, int) else 1  # unknown: read the range
+    if not rows:
         return None
     return source.store.read_partitions(spark, path, [r.key for r in needed])
 
@@ -175,8 +180,13 @@ def _mirror_output(
             merged = merged.coalesce(write_parallelism(spark))
             return mirror_store.rebuild(spark, store, key_path, merged, properties)
         if changes is None:
-            published = mirror_store.record(spark, store, key_path, properties)
-        elif keys:
+            # Only quiet ranges: the LSN moves on in a commit without data (no Spark job), and
+            # the row count is the one recorded before (counted once if it was not).
+            rows = state.get("rows") if state else None
+            if not isinstance(rows, int):
+                rows = mirror_store.row_count(spark, store.location(key_path))
+            return mirror_store.record(spark, store, key_path, {**properties, "rows": rows})
+        if keys:
             published = mirror_store.merge_keyed(
                 spark,
                 store,

@@ -41,12 +41,23 @@ def test_a_range_reads_only_the_tables_that_changed(
         return real_read(spark, settings, instance, *args, **kwargs)
 
     monkeypatch.setattr(change_log_outputs.sqlserver_source, "read_change_range", recorded)
+    # the mirrors of the quiet tables read no change rows: their LSN moves on in metadata only
+    mirrors_read: list[str] = []
+    store_type = type(harness.source.store)
+    real_partitions = store_type.read_partitions
+
+    def partitions_recorded(store: Any, spark: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+        mirrors_read.append(path[-1])
+        return real_partitions(store, spark, path, *args, **kwargs)
+
+    monkeypatch.setattr(store_type, "read_partitions", partitions_recorded)
     data = harness.tick()
     assert len(data.run_requests) == 1, data.skip_message
     result = harness.execute(data.run_requests[0])
     assert result.success, failure_text(result)
 
     assert read == ["dbo_customers"], read
+    assert set(mirrors_read) == {"customers_changes"}, mirrors_read
     key = data.run_requests[0].partition_key
     for table in harness.source.tables:
         properties = harness.source.store.properties(table.change_log_key.path, key) or {}
