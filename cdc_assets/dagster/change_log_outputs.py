@@ -109,7 +109,8 @@ def range_output(
     the table's snapshot), none when ``quiet`` (the range has no change rows for ``instance``:
     nothing is read from the source and no Spark job counts them)."""
     settings = source.config.connection_settings()
-    if read_range is None or quiet:
+    empty = read_range is None or quiet
+    if empty:
         df = sqlserver_source.empty_change_frame(spark, instance)
     else:
         df = sqlserver_source.read_change_range(spark, settings, instance, read_range)
@@ -128,7 +129,7 @@ def range_output(
         if lsn_range.hi > maximum:
             reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
         # one Spark job gives the row count too; none for a quiet table
-        operations = {} if quiet else _operation_counts(written)
+        operations = {} if empty else _operation_counts(written)
         captured = set(instance.column_names)
         not_captured = [
             c.name
@@ -183,4 +184,4 @@ def range_output(
             COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),
         }
 
-    return StoredFrame(df, finalize, metadata)
+    return StoredFrame(df, finalize, metadata, empty=empty)

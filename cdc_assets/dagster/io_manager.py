@@ -62,6 +62,7 @@ class StoredFrame:
     finalize: Finalize | None = None
     metadata: Callable[[Properties], Mapping[str, Any]] = field(default=lambda _: {})
     write: Write | None = None
+    empty: bool = False  # ``df`` has no rows: nothing to read (see AssetStore.write)
 
 
 def delta_metadata(published: Published) -> dict[str, Any]:
@@ -96,7 +97,9 @@ def commit(
         if stored.write is not None:
             return stored.write(spark, store, key_path)
         assert stored.df is not None
-        return store.write(spark, stored.df, key_path, partition, stored.finalize)
+        return store.write(
+            spark, stored.df, key_path, partition, stored.finalize, empty=stored.empty
+        )
     except Exception as exc:
         source_error = unwrap_source_error(exc)
         if source_error is None:

@@ -40,6 +40,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .concurrent_commits import retry_conflicts
+
 PARTITION_COLUMN = "_cdc_partition"
 PROPERTIES_COLUMN = "_cdc_properties"
 WRITE_ID = "write_id"  # in every partition's properties: tells one write of it from another
@@ -315,18 +317,28 @@ class AssetStore:
         finalize: Finalize | None = None,
         *,
         table_properties: Mapping[str, str] | None = None,
+        empty: bool = False,
     ) -> Published:
         """Read ``df`` in full, compute its properties, then commit rows and properties at once:
-        the partition's rows replaced (``partition``), or the whole table (``None``)."""
+        the partition's rows replaced (``partition``), or the whole table (``None``).
+
+        ``empty``: ``df`` has no rows (a quiet range, a gap). Nothing is read, and where the
+        table can take it the partition becomes its properties row alone, committed with
+        delta-rs in milliseconds instead of a Spark write of about a second."""
         self.refuse_old_layout(key_path)
         uri = self.location(key_path)
         data = encode_for_delta(df)
         # Read once, before the properties are computed: a second read of the source could
         # differ (a fuzzy snapshot), and the properties must describe the committed rows.
-        held = data.localCheckpoint(eager=True) if finalize is not None else data
+        hold = finalize is not None and not empty
+        held = data.localCheckpoint(eager=True) if hold else data
         properties: Properties = {}
         if finalize is not None:
             properties = dict(finalize(decode_from_delta(held)))
+        if empty and partition is not None:
+            published = self._write_properties_only(key_path, held.columns, partition, properties)
+            if published is not None:
+                return published
         if partition is None:
             writer = held.write.format("delta").mode("overwrite")
             writer = writer.option("overwriteSchema", "true")
@@ -348,10 +360,54 @@ class AssetStore:
         for key, value in {**TABLE_PROPERTIES, **(table_properties or {})}.items():
             writer = writer.option(key, value)
         text = to_json(properties)
-        writer.option("userMetadata", text).save(uri)
-        if finalize is not None:
+        writer = writer.option("userMetadata", text)
+        retry_conflicts(lambda: writer.save(uri), f"writing {uri}")
+        if hold:
             held.unpersist()
         return self.published(spark, uri, properties)
+
+    def _write_properties_only(
+        self,
+        key_path: Sequence[str],
+        columns: Sequence[str],
+        partition: str,
+        properties: Properties,
+    ) -> Published | None:
+        """Replace ``partition`` by its properties row alone, with delta-rs; None (Spark
+        writes it) when the table is not on a local file system (delta-rs commits to object
+        stores need a locking setup of their own), does not exist yet, or lacks one of
+        ``columns`` or takes no nulls (Spark's write evolves the schema)."""
+        uri = self.location(key_path)
+        if not is_local(uri):
+            return None
+        table = self._delta_rs(key_path)
+        if table is None:
+            return None
+        import pyarrow as pa
+        from deltalake import CommitProperties, write_deltalake
+
+        schema = pa.schema(table.schema().to_arrow())
+        if PARTITION_COLUMN not in table.metadata().partition_columns:
+            return None
+        if not set(columns) <= set(schema.names) or not all(f.nullable for f in schema):
+            return None
+        properties = {**properties, WRITE_ID: uuid.uuid4().hex, STORED_COLUMNS: list(columns)}
+        text = to_json(properties)
+        row = {PARTITION_COLUMN: partition, PROPERTIES_COLUMN: text}
+        write_deltalake(
+            table,
+            pa.Table.from_pylist([row], schema=schema),
+            mode="overwrite",
+            predicate=f"{PARTITION_COLUMN} = {sql_string(partition)}",
+            partition_by=[PARTITION_COLUMN],
+            commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
+        )
+        table.update_incremental()
+        last = table.history(limit=1)[0]
+        metrics = {
+            k: int(v) for k, v in (last.get("operationMetrics") or {}).items() if str(v).isdigit()
+        }
+        return Published(uri, int(last["version"]), properties, metrics, last.get("userMetadata"))
 
     def _properties_row(
         self, spark: SparkSession, like: DataFrame, partition: str, properties: Mapping[str, Any]
@@ -377,6 +433,7 @@ class AssetStore:
             key_path,
             partition,
             lambda _: {GAP: dict(gap)},
+            empty=True,
         )
 
     def clear_gap(self, spark: SparkSession, key_path: Sequence[str], partition: str) -> None:

@@ -69,6 +69,42 @@ def test_partition_rewrite_replaces_only_that_partition(
     assert _sorted(store.read_partitions(spark, key, ["p1", "p2"])) == [(1, "a"), (2, "b")]
 
 
+def test_an_empty_partition_is_committed_without_spark_and_reads_alike(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A quiet range's partition is its properties row alone, committed by delta-rs: Spark and
+    delta-rs read it as Spark's own write would be read, a rerun replaces it, and a column the
+    table lacks sends the write to Spark, which adds it."""
+    store = AssetStore(tmp_path)
+    key = ["log", "t"]
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "id int, v string")
+    store.write(spark, df, key, "p1", lambda w: {"rows": w.count()})
+    quiet = store.write(spark, df.limit(0), key, "p2", lambda w: {"rows": 0}, empty=True)
+    history = store.history(key)
+    assert str(history[0].get("engineInfo")).startswith("delta-rs"), history[0]
+    assert history[0]["version"] == quiet.version == 1
+    assert json.loads(history[0]["userMetadata"]) == quiet.properties
+    assert store.properties(key, "p2") == {
+        "rows": 0,
+        "write_id": quiet.properties["write_id"],
+        "stored_columns": ["id", "v"],
+    }
+    assert store.partition_keys(key) == ["p1", "p2"]
+    assert store.read(spark, key, "p2").count() == 0
+    assert _sorted(store.read_partitions(spark, key, ["p1", "p2"])) == [(1, "a"), (2, "b")]
+    # a rerun replaces the partition: one properties row, the newer one
+    again = store.write(spark, df.limit(0), key, "p2", lambda w: {"rows": 0}, empty=True)
+    assert store.current_version(key, "p2") == again.properties["write_id"]
+    raw = spark.read.format("delta").load(store.location(key)).where("_cdc_partition = 'p2'")
+    assert raw.count() == 1
+    # a new column: Spark writes (and adds it), the table stays readable by both
+    wider = spark.createDataFrame([], "id int, v string, w double")
+    store.write(spark, wider, key, "p3", lambda w: {"rows": 0}, empty=True)
+    assert "Spark" in str(store.history(key)[0].get("engineInfo", ""))
+    assert store.properties(key, "p3")["stored_columns"] == ["id", "v", "w"]
+    assert _sorted(store.read(spark, key, "p1")) == [(1, "a"), (2, "b")]
+
+
 def test_a_refusing_finalize_commits_nothing(spark: SparkSession, tmp_path: Path) -> None:
     store = AssetStore(tmp_path)
     df = spark.createDataFrame([(1,)], "id int")
