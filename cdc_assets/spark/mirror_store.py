@@ -41,6 +41,7 @@ from .asset_store import (
     to_json,
     user_metadata,
 )
+from .concurrent_commits import retry_conflicts
 from .mirror_merge import MISSING_ROW, OPERATION, after, last_change_per_key, net_counts
 
 MIRROR_TABLE_PROPERTIES = {
@@ -98,9 +99,13 @@ def _run_merge(
     source.createOrReplaceGlobalTempView(view)  # seen by the commit's own session
     text = to_json(properties)
     try:
-        with user_metadata(spark, text) as session:
-            target, changes = f"delta.`{uri}`", f"global_temp.{view}"
-            session.sql(statement.format(target=target, source=changes)).collect()
+        target, changes = f"delta.`{uri}`", f"global_temp.{view}"
+
+        def merge() -> None:
+            with user_metadata(spark, text) as session:
+                session.sql(statement.format(target=target, source=changes)).collect()
+
+        retry_conflicts(merge, f"MERGE into {uri}")
     finally:
         spark.catalog.dropGlobalTempView(view)
     published = store.published(spark, uri, dict(properties))
@@ -111,11 +116,14 @@ def _run_merge(
 
 
 def _record(spark: SparkSession, uri: str, properties: Mapping[str, Any]) -> None:
-    with user_metadata(spark, to_json(properties)) as session:
-        session.sql(
-            f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES "
-            f"('cdc_assets.{LSN}' = '{properties.get(LSN, '')}')"
-        )
+    def alter() -> None:
+        with user_metadata(spark, to_json(properties)) as session:
+            session.sql(
+                f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES "
+                f"('cdc_assets.{LSN}' = '{properties.get(LSN, '')}')"
+            )
+
+    retry_conflicts(alter, f"recording the LSN of {uri}")
 
 
 def record(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from .asset_store import PARTITION_COLUMN, sql_string
+from .concurrent_commits import retry_conflicts
 
 HISTORY_PROPERTIES = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
 _DELETE_BATCH = 500  # partition keys per DELETE statement (one commit each)
@@ -61,7 +62,8 @@ def set_history_retention(spark: SparkSession, uri: str, seconds: float) -> bool
     if all(current.get(name) == wanted for name in HISTORY_PROPERTIES):
         return False
     assignments = ", ".join(f"'{name}' = '{wanted}'" for name in HISTORY_PROPERTIES)
-    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ({assignments})")
+    statement = f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ({assignments})"
+    retry_conflicts(lambda: spark.sql(statement), f"setting the history kept by {uri}")
     return True
 
 
@@ -69,7 +71,8 @@ def drop_partitions(spark: SparkSession, uri: str, keys: Sequence[str]) -> int:
     """Delete every row of the partitions ``keys`` (a commit per batch of keys)."""
     for start in range(0, len(keys), _DELETE_BATCH):
         batch = ", ".join(sql_string(k) for k in keys[start : start + _DELETE_BATCH])
-        spark.sql(f"DELETE FROM delta.`{uri}` WHERE {PARTITION_COLUMN} IN ({batch})")
+        statement = f"DELETE FROM delta.`{uri}` WHERE {PARTITION_COLUMN} IN ({batch})"
+        retry_conflicts(lambda s=statement: spark.sql(s), f"dropping retired partitions of {uri}")
     return len(keys)
 
 
