@@ -27,6 +27,7 @@ through Spark.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import uuid
@@ -41,6 +42,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .concurrent_commits import retry_conflicts
+
+log = logging.getLogger(__name__)
 
 PARTITION_COLUMN = "_cdc_partition"
 PROPERTIES_COLUMN = "_cdc_properties"
@@ -385,6 +388,7 @@ class AssetStore:
             return None
         import pyarrow as pa
         from deltalake import CommitProperties, write_deltalake
+        from deltalake.exceptions import DeltaError
 
         schema = pa.schema(table.schema().to_arrow())
         if PARTITION_COLUMN not in table.metadata().partition_columns:
@@ -394,14 +398,18 @@ class AssetStore:
         properties = {**properties, WRITE_ID: uuid.uuid4().hex, STORED_COLUMNS: list(columns)}
         text = to_json(properties)
         row = {PARTITION_COLUMN: partition, PROPERTIES_COLUMN: text}
-        write_deltalake(
-            table,
-            pa.Table.from_pylist([row], schema=schema),
-            mode="overwrite",
-            predicate=f"{PARTITION_COLUMN} = {sql_string(partition)}",
-            partition_by=[PARTITION_COLUMN],
-            commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
-        )
+        try:
+            write_deltalake(
+                table,
+                pa.Table.from_pylist([row], schema=schema),
+                mode="overwrite",
+                predicate=f"{PARTITION_COLUMN} = {sql_string(partition)}",
+                partition_by=[PARTITION_COLUMN],
+                commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
+            )
+        except DeltaError as exc:  # a table feature delta-rs cannot write, a lost commit ...
+            log.warning("delta-rs could not write %s (%s); Spark writes it", uri, exc)
+            return None
         table.update_incremental()
         last = table.history(limit=1)[0]
         metrics = {
