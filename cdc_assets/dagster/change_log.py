@@ -24,6 +24,7 @@ the checks in :mod:`.change_log_checks`, snapshot and gap marks in :mod:`.change
 """
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from dagster import (
     AssetCheckKey,
@@ -39,10 +40,12 @@ from dagster import (
     Output,
     multi_asset,
 )
+from pyspark.sql import SparkSession
 
 from cdc_assets.sqlserver import SourceTable, discover
 from cdc_assets.sqlserver.catalog import CaptureInstance
 from cdc_assets.sqlserver.changed_tables import changed_instances
+from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import SqlServerError
 
 from .chain import SnapshotInfo, effective_range, recent_ranges, retired_through
@@ -60,7 +63,9 @@ from .io_manager import commit, committed, is_source_level, table_error
 from .metadata import asset_tags, table_metadata
 from .names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
+from .quiet_ranges import quiet_tables, record_quiet
 from .source import Source, Table
+from .sync_state import SourceSync
 
 KINDS = {"sqlserver", "spark", "delta"}
 
@@ -97,7 +102,9 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
         },
         required_resource_keys={"pyspark"},
     )
-    def change_logs(context: AssetExecutionContext) -> Iterator[Output | AssetCheckResult]:
+    def change_logs(
+        context: AssetExecutionContext,
+    ) -> Iterator[Output | AssetCheckResult | AssetMaterialization]:
         try:
             yield from events(context)
         except SqlServerError as exc:
@@ -108,7 +115,9 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                 allow_retries=True,
             ) from None
 
-    def events(context: AssetExecutionContext) -> Iterator[Output | AssetCheckResult]:
+    def events(
+        context: AssetExecutionContext,
+    ) -> Iterator[Output | AssetCheckResult | AssetMaterialization]:
         spark = context.resources.pyspark.spark_session
         lsn_range = parse_partition(context.partition_key)
         selected = [by_key[k] for k in context.selected_asset_keys if k in by_key]
@@ -192,11 +201,14 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                 else {}
             )
             failed: dict[str, str] = {}
+            written: list[Table] = []
             for table in selected:
                 wrote = False
                 try:
                     for event in table_events(table):
                         wrote = wrote or isinstance(event, Output)
+                        if isinstance(event, Output) and event.value is not None:
+                            written.append(table)
                         yield event
                 except Exception as exc:
                     if is_source_level(exc):
@@ -217,6 +229,11 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                         yield _not_written(table, message)
                     if _key(result) in wanted:
                         yield result
+            if lsn_range is None:
+                _record_snapshots(spark, source, written)
+            else:
+                others = [t for t in source.tables if t not in selected]
+                yield from _record_quiet_tables(context, spark, source, conn, catalog, others)
             if failed and lsn_range is None:
                 # a snapshot run has no mirrors step to name them: it fails here
                 raise Failure(
@@ -227,6 +244,46 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
             conn.close()
 
     return change_logs
+
+
+def _record_snapshots(spark: SparkSession, source: Source, tables: list[Table]) -> None:
+    """The new snapshots into the sync state (as their partitions were published)."""
+    if not tables:
+        return
+    sync = SourceSync.load(source)
+    updates = {}
+    for table in tables:
+        snapshot = snapshot_info(source, table)
+        if snapshot is not None:
+            updates[table] = replace(sync[table], snapshot=snapshot)
+    sync.write(spark, updates)
+
+
+def _record_quiet_tables(
+    context: AssetExecutionContext,
+    spark: SparkSession,
+    source: Source,
+    conn: DbapiConnection,
+    catalog: dict[tuple[str, str], SourceTable],
+    others: list[Table],
+) -> Iterator[AssetMaterialization]:
+    """The range for the tables this run does not work on, where they are quiet
+    (:mod:`.quiet_ranges`): one sync-state write; their mirrors' reports, when due."""
+    if not others:
+        return
+    lsn_range = parse_partition(context.partition_key)
+    assert lsn_range is not None
+    sync = SourceSync.load(source)
+    quiet = quiet_tables(conn, catalog, sync, others, lsn_range)
+    updates, reports = record_quiet(source, sync, quiet, lsn_range, context.partition_key)
+    # rows read from the tables' own stores (none yet in the state) are written down too
+    updates = {**{t: sync[t] for t in sync.missing}, **updates}
+    sync.write(spark, updates)
+    context.log.info(
+        f"{len(quiet)} of {len(others)} tables not in this run recorded quiet in range "
+        f"{context.partition_key} (no change rows, range covered)"
+    )
+    yield from reports
 
 
 def _not_written(table: Table, why: str) -> Output:

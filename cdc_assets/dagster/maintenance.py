@@ -59,6 +59,7 @@ from .names import (
 )
 from .partitions import parse_partition
 from .source import Source
+from .sync_state import state_path
 
 SENSOR_NAME_TAG = "dagster/sensor_name"  # on runs a sensor started
 KEEP_NEWEST = 20  # runs of each job never deleted, whatever their age
@@ -181,6 +182,13 @@ def build_maintenance_job(source: Source) -> JobDefinition:
                 failed.append(table.qualified_name)
                 context.log.error(f"{table.qualified_name}: maintenance failed: {exc}")
             context.log.debug(f"{table.qualified_name}: {time.monotonic() - started:.1f} s")
+        state = state_path(source)
+        if store.commit_properties(state) is not None:
+            try:  # the source's sync state: rewritten a few times per range
+                keep_bounded(spark, store.location(state), history)
+            except Exception as exc:
+                failed.append("the sync state")
+                context.log.error(f"the sync state of {source.name}: maintenance failed: {exc}")
         if policy.keep_runs is not None:
             deleted = delete_runs(
                 context.instance, source, duration_seconds(policy.keep_runs), context.run_id

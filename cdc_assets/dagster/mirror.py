@@ -49,14 +49,28 @@ from .metadata import (
 from .names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .source import Source, Table
+from .sync_state import SourceSync, TableSync, mirror_at, now, with_mirror
 
 
-def mirror_state(source: Source, table: Table) -> dict[str, Any] | None:
-    return source.store.properties(table.mirror_key.path, None)
+def mirror_state(
+    source: Source, table: Table, sync: SourceSync | None = None
+) -> dict[str, Any] | None:
+    """The properties of the mirror's last commit, its ``lsn`` moved on by the quiet ranges the
+    sync state recorded after that commit (``committed_lsn``: the commit's own); ``sync``: the
+    source's sync state when the caller has read it."""
+    committed = source.store.properties(table.mirror_key.path, None)
+    if not committed:
+        return committed
+    if sync is None:
+        sync = SourceSync.load(source, fill=False)
+    at, quiet = mirror_at(committed, sync.tables.get(table))
+    if not quiet or at is None:
+        return committed
+    return {**committed, "lsn": at.hex, "committed_lsn": committed["lsn"]}
 
 
-def mirror_lsn(source: Source, table: Table) -> Lsn | None:
-    state = mirror_state(source, table)
+def mirror_lsn(source: Source, table: Table, sync: SourceSync | None = None) -> Lsn | None:
+    state = mirror_state(source, table, sync)
     return Lsn.parse(state["lsn"]) if state and "lsn" in state else None
 
 
@@ -180,12 +194,12 @@ def _mirror_output(
             merged = merged.coalesce(write_parallelism(spark))
             return mirror_store.rebuild(spark, store, key_path, merged, properties)
         if changes is None:
-            # Only quiet ranges: the LSN moves on in a commit without data (no Spark job), and
-            # the row count is the one recorded before (counted once if it was not).
+            # Only quiet ranges: nothing to commit. The mirror's new LSN goes into the sync
+            # state (the caller writes it); its Delta version stays the current one.
             rows = state.get("rows") if state else None
             if not isinstance(rows, int):
                 rows = mirror_store.row_count(spark, store.location(key_path))
-            return mirror_store.record(spark, store, key_path, {**properties, "rows": rows})
+            return store.unchanged(key_path, {**properties, "rows": rows})
         if keys:
             published = mirror_store.merge_keyed(
                 spark,
@@ -275,16 +289,20 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             return known
 
         failed: dict[str, str] = {}
+        sync = SourceSync.load(source)
+        updates: dict[Table, TableSync] = {}
         for key in sorted(k for k in context.selected_asset_keys if k in by_key):
             table = by_key[key]
             try:
-                yield from table_events(context, spark, table, lsn_range, ranges)
+                yield from table_events(context, spark, table, lsn_range, ranges, sync, updates)
             except Exception as exc:
                 # One table never holds back the others: its mirror stays where it was (its
                 # data and LSN are one commit), the others apply the range.
                 message = table_error(table.qualified_name, exc)
                 context.log.error(message)
                 failed[table.qualified_name] = message
+        # where the mirrors are now, for the sensor (after their commits: never ahead of them)
+        sync.write(spark, updates)
         if failed:
             raise Failure(
                 description=f"{len(failed)} of {len(context.selected_asset_keys)} mirrors left "
@@ -297,18 +315,34 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
         table: Table,
         lsn_range: LsnRange,
         ranges: Callable[[Lsn], Sequence[LsnRange]],
+        sync: SourceSync,
+        updates: dict[Table, TableSync],
     ) -> Iterator[Output | AssetMaterialization]:
         key = table.mirror_key
         snapshot = snapshot_info(source, table)
-        state = mirror_state(source, table)
+        state = mirror_state(source, table, sync)
+        row = replace(sync[table], snapshot=snapshot)
         from_snapshot = snapshot is not None and (
             not state or state.get("snapshot_version") != snapshot.version
         )
         stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi, snapshot, state)
         if stored is None:
             context.log.info(f"{key.to_user_string()} is left as it is: {why}")
+            if state and state.get("lsn") and state.get("snapshot_version"):
+                # what the mirror's own commit says, where the sync state lags behind it
+                at, rows = Lsn.parse(state["lsn"]), state.get("rows")
+                commit_lsn = Lsn.parse(state.get("committed_lsn") or state["lsn"])
+                moved = with_mirror(row, state["snapshot_version"], commit_lsn, rows, None)
+                updates[table] = replace(moved, mirror_at=max(at, commit_lsn))
             return
         published = commit(spark, source.store, key.path, None, stored)
+        properties = published.properties
+        rows = properties.get("rows")
+        if published.committed:
+            row = with_mirror(row, properties["snapshot_version"], lsn_range.hi, rows, now())
+        else:  # quiet ranges only: the same commit, a new position
+            row = replace(row, mirror_at=lsn_range.hi, reported_at=now())
+        updates[table] = row
         if from_snapshot and snapshot is not None:
             # The mirror holds its table's snapshot from now on: its 'snapshot' partition
             # shows as materialized, not as missing for ever. Logged before the range's

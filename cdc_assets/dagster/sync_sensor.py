@@ -51,13 +51,13 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.sqlserver import committed_before, get_max_lsn, plan_next_range
+from cdc_assets.sqlserver import committed_before, discover, get_max_lsn, plan_next_range
+from cdc_assets.sqlserver.changed_tables import changed_instances
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
 from .chain import PAGE, SnapshotInfo, chain_end, range_partitions, recent_ranges, retire
-from .change_log_state import snapshot_info
 from .health_checks import CAPTURE_HEALTH
-from .mirror import mirror_lsn, mirror_state
+from .mirror import mirror_state
 from .mirror_checks import AT_CHAIN_END
 from .names import (
     CATCH_UP_TAG,
@@ -68,8 +68,10 @@ from .names import (
     SOURCE_TAG,
     sensor_name,
 )
+from .quiet_ranges import quiet_instance
 from .sensor_lock import sensor_lock
 from .source import Source, Table
+from .sync_state import SourceSync
 
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,
@@ -170,27 +172,51 @@ def _recent_failure(
     )
 
 
-def _range_complete(source: Source, table: Table, last: LsnRange, snap: SnapshotInfo) -> bool:
-    if not source.store.is_published(table.change_log_key.path, last.key):
-        return False
+def _range_complete(
+    source: Source, sync: SourceSync, table: Table, last: LsnRange, snap: SnapshotInfo
+) -> bool:
+    """Nothing of the chain up to ``last`` is left to do for ``table``: its mirror is there
+    (moved by a merge or recorded quiet), or — its snapshot is consistent only after ``last`` —
+    its change log holds ``last``."""
     if snap.snapshot_lsn > last.hi:  # the mirror waits for a range reaching its snapshot
-        return True
-    at = mirror_lsn(source, table)
-    return at is not None and at >= last.hi
+        return source.store.is_published(table.change_log_key.path, last.key)
+    return sync[table].mirror_reached(last.hi)
 
 
 def _mirrors_wait_for_snapshot(
-    source: Source, snapshots: dict[Table, SnapshotInfo | None], maximum: Lsn
+    sync: SourceSync, snapshots: dict[Table, SnapshotInfo | None], maximum: Lsn
 ) -> bool:
     """Some mirror is missing or behind its table's snapshot, and capture has passed it."""
     waiting = []
     for table, snap in snapshots.items():
         if snap is None:
             continue
-        at = mirror_lsn(source, table)
-        if at is None or at < snap.snapshot_lsn:
+        row = sync[table]
+        if not row.mirror_built or row.mirror_at is None or row.mirror_at < snap.snapshot_lsn:
             waiting.append(snap.snapshot_lsn)
     return bool(waiting) and maximum >= max(waiting)
+
+
+def _tables_to_run(
+    conn: DbapiConnection, sync: SourceSync, tables: list[Table], lsn_range: LsnRange
+) -> list[Table]:
+    """The tables a new range's run works on: those with change rows in it (one statement per
+    200 capture instances counts them), those whose mirror must be built or whose capture
+    instance changed. The run records the range for the others, quiet, in one write
+    (:mod:`.quiet_ranges`). When every table is quiet, the first one runs: the chain moves on."""
+    catalog = discover(conn)
+    counted = {}
+    run = set()
+    for table in tables:
+        instance = quiet_instance(catalog.get((table.schema, table.name)), sync[table], lsn_range)
+        if instance is None:
+            run.add(table)
+        else:
+            counted[table] = instance
+    if counted:
+        counts = changed_instances(conn, sorted({i.name for i in counted.values()}), lsn_range)
+        run.update(t for t, i in counted.items() if counts[i.name] > 0)
+    return [t for t in tables if t in run] or tables[:1]
 
 
 def _to_retire(
@@ -233,10 +259,11 @@ def _next_range_of(
     table: Table,
     snap: SnapshotInfo,
     last: LsnRange,
+    sync: SourceSync,
 ) -> LsnRange:
     """The range ``table`` needs next: the first after the LSN its mirror is at (its snapshot's
     replay LSN when the mirror is not built from that snapshot), which is where it stopped."""
-    state = mirror_state(source, table)
+    state = mirror_state(source, table, sync)
     at = snap.replay_from
     if state and state.get("snapshot_version") == snap.version and "lsn" in state:
         at = max(at, Lsn.parse(state["lsn"]))
@@ -253,6 +280,7 @@ def _catch_up(
     behind: list[Table],
     snapshots: dict[Table, SnapshotInfo | None],
     last: LsnRange,
+    sync: SourceSync,
 ) -> tuple[Tick | None, str]:
     """What to do about the tables that have not completed the newest range: re-snapshot those
     with a gap (``sync.on_gap``), else run the range each needs next, those tables only, once the
@@ -262,7 +290,9 @@ def _catch_up(
     else can go on: the tick waits, then runs the newest range again."""
     whole = len(behind) == sum(1 for s in snapshots.values() if s is not None)
     taken = {t: s for t, s in snapshots.items() if s is not None}
-    needs = {t: _next_range_of(instance, source, partitions, t, taken[t], last) for t in behind}
+    needs = {
+        t: _next_range_of(instance, source, partitions, t, taken[t], last, sync) for t in behind
+    }
     gaps = {
         t: reason
         for t, r in needs.items()
@@ -314,7 +344,8 @@ def evaluate(
         return Tick(None, None, f"run {in_flight[0].run_id} of {source.name} is in progress")
     if not source.tables:
         return Tick(None, None, f"source {source.name} has no captured tables selected")
-    snapshots = {t: snapshot_info(source, t) for t in source.tables}
+    sync = SourceSync.load(source)  # every table's position in one read
+    snapshots = {t: sync[t].snapshot for t in source.tables}
     missing = [t for t, s in snapshots.items() if s is None]
     if missing:
         if (why := _recent_failure(instance, source)) is not None:
@@ -330,9 +361,13 @@ def evaluate(
     waiting = ""  # why tables behind wait: said in a skip reason
     if end is not None:
         last = ranges[-1]
-        behind = [t for t, s in snapshots.items() if s and not _range_complete(source, t, last, s)]
+        behind = [
+            t for t, s in snapshots.items() if s and not _range_complete(source, sync, t, last, s)
+        ]
         if behind:
-            decided, waiting = _catch_up(instance, source, partitions, behind, snapshots, last)
+            decided, waiting = _catch_up(
+                instance, source, partitions, behind, snapshots, last, sync
+            )
             if decided is not None:
                 return decided
             # the tables behind wait for their retry; the others keep syncing
@@ -365,16 +400,17 @@ def evaluate(
         # retire once per range added, and never while a table is behind: it needs those ranges
         if next_range is not None and end is not None and not behind:
             retired = _to_retire(instance, source, partitions, conn, ranges[-1])
+        if next_range is None and _mirrors_wait_for_snapshot(sync, snapshots, maximum):
+            # No transaction since, but capture has passed the snapshots that mirrors wait for
+            # (a first snapshot or a re-snapshot): a range without changes brings them up.
+            next_range = LsnRange(start, maximum)
+        if next_range is None:
+            return _skip(waiting, f"no transaction was captured after {start.hex}")
+        healthy = [t for t in source.tables if t not in behind and snapshots[t] is not None]
+        tables = _tables_to_run(conn, sync, healthy, next_range)
     finally:
         conn.close()
-    if next_range is None and _mirrors_wait_for_snapshot(source, snapshots, maximum):
-        # No transaction since, but capture has passed the snapshots that mirrors wait for (a
-        # first snapshot or a re-snapshot): a range without changes brings those mirrors up.
-        next_range = LsnRange(start, maximum)
-    if next_range is None:
-        return _skip(waiting, f"no transaction was captured after {start.hex}")
-    healthy = [t for t in source.tables if t not in behind] if behind else None
-    request = _request(instance, source, next_range.key, healthy, mirrors=True)
+    request = _request(instance, source, next_range.key, tables, mirrors=True)
     return Tick(request, next_range.key, None, retired)
 
 

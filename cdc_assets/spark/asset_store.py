@@ -90,6 +90,7 @@ class Published:
     properties: Properties
     metrics: dict[str, int] = field(default_factory=dict)
     user_metadata: str | None = None  # as the commit holds it
+    committed: bool = True  # False: nothing was committed, ``version`` is the current one
 
 
 # ``commitInfo.userMetadata`` of a MERGE can only be set as a session conf. A classic session
@@ -256,6 +257,7 @@ class AssetStore:
         rows = dataset.to_table(
             columns=[PARTITION_COLUMN, PROPERTIES_COLUMN],
             filter=pc.field(PROPERTIES_COLUMN).is_valid(),
+            use_threads=False,  # see sync_state_store.read_rows: an abort at exit otherwise
         ).to_pylist()
         return {r[PARTITION_COLUMN]: json.loads(r[PROPERTIES_COLUMN]) for r in rows}
 
@@ -452,6 +454,13 @@ class AssetStore:
             f"DELETE FROM delta.`{self.location(key_path)}` "
             f"WHERE {PARTITION_COLUMN} = {sql_string(partition)}"
         )
+
+    def unchanged(self, key_path: Sequence[str], properties: Properties) -> Published:
+        """The table's current version described by ``properties``, with no commit (a mirror
+        whose position moves on in the source's sync state only)."""
+        table = self._delta_rs(key_path)
+        version = table.version() if table is not None else -1
+        return Published(self.location(key_path), version, dict(properties), committed=False)
 
     def published(self, spark: SparkSession, uri: str, properties: Properties) -> Published:
         last = spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").collect()[0]

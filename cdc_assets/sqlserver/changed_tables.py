@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cdc_assets.lsn import LsnRange
+from cdc_assets.lsn import Lsn, LsnRange
 
 from .dbapi import DbapiConnection, fetch_all
 from .quoting import change_table
 
-__all__ = ["CHUNK", "changed_instances", "changes_per_instance_query"]
+__all__ = ["CHUNK", "changed_instances", "changes_per_instance_query", "instance_starts"]
 
 CHUNK = 200
 
@@ -55,3 +55,18 @@ def changed_instances(
     if missing:  # a driver that dropped rows must not make a table look quiet
         raise RuntimeError(f"no change count came back for {', '.join(missing[:5])}")
     return counts
+
+
+# https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-change-tables-transact-sql
+# ``start_lsn`` is what ``sys.fn_cdc_get_min_lsn`` returns: cleanup raises it as it deletes.
+INSTANCE_STARTS_QUERY = "SELECT capture_instance, start_lsn FROM cdc.change_tables"
+
+
+def instance_starts(conn: DbapiConnection) -> dict[str, Lsn | None]:
+    """The low end of every capture instance's validity interval (None while the capture job
+    has not established it), in one query: read after :func:`changed_instances` it proves that
+    cleanup removed nothing under the count (a range counted empty is empty)."""
+    return {
+        str(name): Lsn.from_bytes(start) if start is not None and any(start) else None
+        for name, start in fetch_all(conn, INSTANCE_STARTS_QUERY)
+    }

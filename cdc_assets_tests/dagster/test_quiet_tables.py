@@ -1,6 +1,6 @@
-"""A range reads only the tables that changed in it: one statement tells which capture instances
-have change rows, and the quiet tables record the range (0 rows, coverage proven) without a read
-of the source and without a Spark job counting their rows."""
+"""A range run works only on the tables that changed in it: one statement tells which capture
+instances have change rows, and the run records the range for the quiet tables in the source's
+sync state (0 rows, coverage proven) without reading, writing or materializing them."""
 
 from __future__ import annotations
 
@@ -13,25 +13,37 @@ from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
 from cdc_assets.dagster import change_log_outputs
+from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.emulator.workload import DEMO_TABLES
+from cdc_assets.lsn import LsnRange
 
 from .conftest import SyncHarness, failure_text, make_harness
 
 TABLES = DEMO_TABLES[:3]  # customers, products, orders
 
 
-def test_a_range_reads_only_the_tables_that_changed(
+def _update_customer(harness: SyncHarness, name: str) -> None:
+    conn = emulator.connect(str(harness.db), autocommit=True)
+    try:
+        conn.execute(f"UPDATE [dbo].[customers] SET [name] = N'{name}' WHERE [customer_id] = 1")
+    finally:
+        conn.close()
+    harness.capture()
+
+
+def test_a_range_runs_only_the_tables_that_changed(
     tmp_path: Path, spark: SparkSession, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     harness: SyncHarness = make_harness(tmp_path, spark, instance, tables=TABLES)
     harness.capture()
     harness.sync()
-    conn = emulator.connect(str(harness.db), autocommit=True)
-    try:
-        conn.execute("UPDATE [dbo].[customers] SET [name] = N'renamed' WHERE [customer_id] = 1")
-    finally:
-        conn.close()
-    harness.capture()
+    _update_customer(harness, "first")  # this range builds every mirror from its snapshot
+    harness.sync()
+    state = SourceSync.load(harness.source, fill=False)
+    assert not state.missing and all(state[t].mirror_built for t in harness.source.tables)
+    before = {t: state[t] for t in harness.source.tables}
+    _update_customer(harness, "renamed")
 
     read: list[str] = []
     real_read = change_log_outputs.sqlserver_source.read_change_range
@@ -41,29 +53,36 @@ def test_a_range_reads_only_the_tables_that_changed(
         return real_read(spark, settings, instance, *args, **kwargs)
 
     monkeypatch.setattr(change_log_outputs.sqlserver_source, "read_change_range", recorded)
-    # the mirrors of the quiet tables read no change rows: their LSN moves on in metadata only
-    mirrors_read: list[str] = []
-    store_type = type(harness.source.store)
-    real_partitions = store_type.read_partitions
-
-    def partitions_recorded(store: Any, spark: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
-        mirrors_read.append(path[-1])
-        return real_partitions(store, spark, path, *args, **kwargs)
-
-    monkeypatch.setattr(store_type, "read_partitions", partitions_recorded)
     data = harness.tick()
     assert len(data.run_requests) == 1, data.skip_message
-    result = harness.execute(data.run_requests[0])
+    request = data.run_requests[0]
+    customers = next(t for t in harness.source.tables if t.name == "customers")
+    quiet = [t for t in harness.source.tables if t is not customers]
+    # the run works on the table that changed: its change log and mirror, nothing else
+    assert set(request.asset_selection or []) == {customers.change_log_key, customers.mirror_key}
+    result = harness.execute(request)
     assert result.success, failure_text(result)
-
     assert read == ["dbo_customers"], read
-    assert set(mirrors_read) == {"customers_changes"}, mirrors_read
-    key = data.run_requests[0].partition_key
-    for table in harness.source.tables:
-        properties = harness.source.store.properties(table.change_log_key.path, key) or {}
-        assert properties.get("coverage", {}).get("ok"), (table.name, properties)
-        expected = 2 if table.name == "customers" else 0  # update: before and after image
-        assert properties["rows"] == expected, (table.name, properties["rows"])
+
+    key = request.partition_key
+    assert key is not None
+    hi = LsnRange.parse_key(key).hi
+    store = harness.source.store
+    properties = store.properties(customers.change_log_key.path, key) or {}
+    assert properties["rows"] == 2 and properties["coverage"]["ok"]  # before and after image
+    state = SourceSync.load(harness.source, fill=False)
+    for table in quiet:
+        # nothing written for the quiet tables: no change-log partition, no mirror commit ...
+        assert store.properties(table.change_log_key.path, key) is None, table.name
+        committed = store.commit_properties(table.mirror_key.path)
+        assert committed is not None and committed[1]["lsn"] == before[table].mirror_commit.hex
+        # ... their mirrors are at the range's end through the sync state
+        assert (
+            state[table].mirror_at == hi
+            and state[table].mirror_commit == before[table].mirror_commit
+        )
+        assert mirror_lsn(harness.source, table) == hi
+    assert state[customers].mirror_commit == hi and mirror_lsn(harness.source, customers) == hi
     checks = [e.passed for e in result.get_asset_check_evaluations()]
     assert checks and all(checks)
     # the run tells that the SQL Server table changed (its external asset), of that table only
@@ -72,6 +91,42 @@ def test_a_range_reads_only_the_tables_that_changed(
         for m in result.asset_materializations_for_node(f"{harness.source.name}_change_logs")
         if m.asset_key in {t.source_key for t in harness.source.tables}
     }
-    customers = next(t for t in harness.source.tables if t.name == "customers")
     assert changed == {customers.source_key: 2}, changed
+    harness.assert_mirrors_equal_source()
+    # the sensor sees every table at the chain's end: nothing to catch up, nothing to run
+    assert not harness.tick().run_requests
+
+
+def test_a_range_where_no_selected_table_changed_moves_the_chain_on(
+    tmp_path: Path, spark: SparkSession, instance: DagsterInstance
+) -> None:
+    """Transactions that only touch tables the source does not select move the max LSN: the
+    range is added (the chain must move on), one table runs it and records it for all."""
+    harness: SyncHarness = make_harness(tmp_path, spark, instance, tables=TABLES)
+    harness.capture()
+    harness.sync()
+    _update_customer(harness, "first")
+    harness.sync()
+    # a table of the database this source does not select
+    conn = emulator.connect(str(harness.db), autocommit=True)
+    try:
+        conn.execute("CREATE TABLE [dbo].[elsewhere] ([id] INT PRIMARY KEY, [v] INT)")
+        conn.execute(
+            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'elsewhere', "
+            "@role_name = NULL"
+        )
+        harness.capture()
+        conn.execute("INSERT INTO [dbo].[elsewhere] VALUES (1, 1)")
+    finally:
+        conn.close()
+    harness.capture()
+    data = harness.tick()
+    assert len(data.run_requests) == 1, data.skip_message
+    request = data.run_requests[0]
+    first = harness.source.tables[0]
+    assert set(request.asset_selection or []) == {first.change_log_key, first.mirror_key}
+    result = harness.execute(request)
+    assert result.success, failure_text(result)
+    hi = LsnRange.parse_key(request.partition_key or "").hi
+    assert all(mirror_lsn(harness.source, t) == hi for t in harness.source.tables)
     harness.assert_mirrors_equal_source()

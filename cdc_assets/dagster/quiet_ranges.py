@@ -1,0 +1,130 @@
+"""Quiet tables: the tables of a source a range run does not work on, recorded in one go.
+
+The sync sensor sends a range run to the tables that changed in the range (and those whose
+mirror must be built); the rest of the source is quiet. The change-log step of the run records
+the range for every quiet table whose mirror stands at the range's start, after proving it:
+
+1. one statement counts the change rows of each table's capture instance in ``(lo, hi]``
+   (:func:`~cdc_assets.sqlserver.changed_tables.changed_instances`): none;
+2. after the count, the instance's validity interval still starts at or below ``lo + 1`` and
+   the max LSN is at or above ``hi`` (one query each): cleanup removed nothing under the count;
+3. the instance is the one the table's snapshot was taken with (a newer one — a schema change —
+   goes through the normal path, which re-snapshots the table).
+
+Recording is one write of the sync state for all of them (:mod:`.sync_state`): the mirror's
+position moves to ``hi`` with no Spark job and no Delta commit of its own. Dagster hears of a
+quiet mirror again (a materialization of the range, "quiet") when its last report is older than
+half the freshness policy's warning window, so a quiet table's mirror is never shown overdue
+while its sync is healthy. A table that fails any of the three stays where it was: the sensor
+finds it behind and sends it a run of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from dagster import AssetMaterialization, MetadataValue
+
+from cdc_assets.lsn import LsnRange
+from cdc_assets.sqlserver import SourceTable, get_max_lsn
+from cdc_assets.sqlserver.catalog import CaptureInstance
+from cdc_assets.sqlserver.changed_tables import changed_instances, instance_starts
+from cdc_assets.sqlserver.dbapi import DbapiConnection
+
+from .source import Source, Table
+from .sync_state import SourceSync, TableSync, now
+
+
+def quiet_instance(
+    found: SourceTable | None, row: TableSync, lsn_range: LsnRange
+) -> CaptureInstance | None:
+    """The capture instance whose change rows tell whether the table changed in the range, if
+    the table may be recorded quiet at all: its mirror is built and at the range's start, and
+    no newer instance than its snapshot's exists."""
+    if found is None or row.snapshot is None or not row.mirror_built:
+        return None
+    if row.mirror_at != lsn_range.lo:
+        return None
+    current = found.current_instance
+    taken_with = row.snapshot.capture_instance
+    if current is None or (taken_with and current.name != taken_with):
+        return None
+    return found.instance_covering(lsn_range.first) or current
+
+
+def heartbeat_seconds(source: Source) -> float:
+    """How long a quiet mirror goes without a Dagster materialization: half the freshness
+    policy's warning window."""
+    warn, _ = source.config.sync.freshness_windows()
+    return warn / 2
+
+
+def quiet_tables(
+    conn: DbapiConnection,
+    catalog: Mapping[tuple[str, str], SourceTable],
+    sync: SourceSync,
+    tables: Sequence[Table],
+    lsn_range: LsnRange,
+) -> list[Table]:
+    """Those of ``tables`` proven quiet in ``lsn_range`` with their mirror at its start."""
+    candidates = {}
+    for table in tables:
+        found = catalog.get((table.schema, table.name))
+        instance = quiet_instance(found, sync[table], lsn_range)
+        if instance is not None:
+            candidates[table] = instance
+    if not candidates:
+        return []
+    names = sorted({i.name for i in candidates.values()})
+    counts = changed_instances(conn, names, lsn_range)
+    starts = instance_starts(conn)  # after the count: cleanup removed nothing under it
+    if get_max_lsn(conn) < lsn_range.hi:
+        return []
+    quiet = []
+    for table, instance in candidates.items():
+        start = starts.get(instance.name)
+        if counts.get(instance.name) == 0 and start is not None and start <= lsn_range.first:
+            quiet.append(table)
+    return quiet
+
+
+def record_quiet(
+    source: Source,
+    sync: SourceSync,
+    quiet: Sequence[Table],
+    lsn_range: LsnRange,
+    partition: str,
+) -> tuple[dict[Table, TableSync], list[AssetMaterialization]]:
+    """The sync state rows of the ``quiet`` tables moved to ``hi``, and the materializations of
+    the quiet mirrors Dagster has not heard of for a while."""
+    updates: dict[Table, TableSync] = {}
+    reports: list[AssetMaterialization] = []
+    moment = now()
+    due = heartbeat_seconds(source)
+    for table in quiet:
+        row = sync[table]
+        reported = row.reported_at
+        if reported is None or moment - reported >= due:
+            reports.append(_report(table, row, lsn_range, partition))
+            reported = moment
+        updates[table] = replace(row, mirror_at=lsn_range.hi, reported_at=reported)
+    return updates, reports
+
+
+def _report(
+    table: Table, row: TableSync, lsn_range: LsnRange, partition: str
+) -> AssetMaterialization:
+    since = row.mirror_commit.hex if row.mirror_commit is not None else "its snapshot"
+    return AssetMaterialization(
+        asset_key=table.mirror_key,
+        partition=partition,
+        description=f"{table.qualified_name} had no changes since {since}: the mirror is at "
+        f"{lsn_range.hi.hex} as it is (no Delta commit)",
+        metadata={
+            "mirror_lsn": lsn_range.hi.hex,
+            "quiet": True,
+            "unchanged_since_lsn": MetadataValue.text(since),
+            **({"dagster/row_count": row.mirror_rows} if row.mirror_rows is not None else {}),
+        },
+    )

@@ -1,0 +1,215 @@
+"""Where each table of a source stands, in one read: the source's sync state.
+
+A range run works on the tables that changed in it. The others — usually nearly all of a large
+source — are *quiet*: one statement counted no change rows for them in ``(lo, hi]``, and the
+validity interval still covers the range after the count, so their mirrors equal their tables at
+``hi`` as they are. They are not read, not written and not materialized one by one; the range is
+recorded for all of them at once in the sync state (:mod:`cdc_assets.spark.sync_state_store`),
+a small Delta table with a row per table:
+
+- ``snapshot``: the table's published snapshot (what its ``snapshot`` partition says);
+- ``mirror_version`` / ``mirror_commit``: the snapshot the mirror is built from and the LSN its
+  last Delta commit recorded; ``mirror_at``: where the mirror is — ``mirror_commit``, or later
+  when quiet ranges followed it;
+- ``reported_at``: when the mirror was last materialized in Dagster (quiet mirrors are
+  reported again before their freshness policy would call them overdue).
+
+The tables' own Delta commits stay the truth: the state is written after them, so it may lag
+behind them (a run killed in between), never run ahead. :func:`mirror_at` combines the two for
+a table at hand; the sync sensor reads the state alone and, where it lags, sends the table a
+catch-up run that finds the truth and writes it down.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from cdc_assets.lsn import Lsn
+from cdc_assets.spark.sync_state_store import read_rows, swap_rows
+
+from .chain import SnapshotInfo
+from .change_log_state import snapshot_info
+from .source import Source, Table
+
+STATE_PATH = "sync_state"  # <base>/sync_state/<source>
+
+
+def state_path(source: Source) -> list[str]:
+    return [STATE_PATH, source.name]
+
+
+def table_id(table: Table) -> str:
+    return "/".join(table.change_log_key.path)
+
+
+@dataclass(frozen=True)
+class TableSync:
+    """One table's row of the sync state."""
+
+    snapshot: SnapshotInfo | None = None
+    mirror_version: str | None = None
+    mirror_commit: Lsn | None = None
+    mirror_at: Lsn | None = None
+    mirror_rows: int | None = None
+    reported_at: float | None = None
+
+    @property
+    def mirror_built(self) -> bool:
+        """The mirror is built from the table's current snapshot."""
+        return (
+            self.snapshot is not None
+            and self.mirror_at is not None
+            and self.mirror_version == self.snapshot.version
+        )
+
+    def mirror_reached(self, lsn: Lsn) -> bool:
+        """The mirror is built from the current snapshot and at ``lsn`` or later."""
+        return self.mirror_built and self.mirror_at is not None and self.mirror_at >= lsn
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = asdict(self)
+        for name in ("mirror_commit", "mirror_at"):
+            value = getattr(self, name)
+            data[name] = value.hex if value is not None else None
+        if self.snapshot is not None:
+            data["snapshot"] = {
+                "replay_from": self.snapshot.replay_from.hex,
+                "snapshot_lsn": self.snapshot.snapshot_lsn.hex,
+                "mode": self.snapshot.mode,
+                "version": self.snapshot.version,
+                "capture_instance": self.snapshot.capture_instance,
+            }
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TableSync:
+        data = json.loads(text)
+        snap = data.get("snapshot")
+
+        def lsn(name: str) -> Lsn | None:
+            value = data.get(name)
+            return Lsn.parse(value) if value else None
+
+        return cls(
+            snapshot=SnapshotInfo(
+                Lsn.parse(snap["replay_from"]),
+                Lsn.parse(snap["snapshot_lsn"]),
+                snap.get("mode", ""),
+                snap["version"],
+                snap.get("capture_instance", ""),
+            )
+            if snap
+            else None,
+            mirror_version=data.get("mirror_version"),
+            mirror_commit=lsn("mirror_commit"),
+            mirror_at=lsn("mirror_at"),
+            mirror_rows=data.get("mirror_rows"),
+            reported_at=data.get("reported_at"),
+        )
+
+
+def from_stores(source: Source, table: Table) -> TableSync:
+    """What the table's own Delta tables say (two reads): the state of a table the sync state
+    has no row for yet (a new table, storage written before the sync state existed)."""
+    snapshot = snapshot_info(source, table)
+    committed = source.store.properties(table.mirror_key.path, None) or {}
+    at = Lsn.parse(committed["lsn"]) if committed.get("lsn") else None
+    rows = committed.get("rows")
+    return TableSync(
+        snapshot=snapshot,
+        mirror_version=committed.get("snapshot_version"),
+        mirror_commit=at,
+        mirror_at=at,
+        mirror_rows=rows if isinstance(rows, int) else None,
+    )
+
+
+class SourceSync:
+    """The sync state of a source as read once: every table's :class:`TableSync`, and what
+    each row held (so writes change only rows nobody changed since)."""
+
+    def __init__(self, source: Source, read: Mapping[str, str]) -> None:
+        self.source = source
+        self._read = dict(read)
+        self.tables: dict[Table, TableSync] = {}
+        self.missing: list[Table] = []
+        for table in source.tables:
+            text = self._read.get(table_id(table))
+            if text is None:
+                self.missing.append(table)
+                self.tables[table] = TableSync()
+            else:
+                self.tables[table] = TableSync.from_json(text)
+
+    @classmethod
+    def load(cls, source: Source, *, fill: bool = True) -> SourceSync:
+        """One read of the state; with ``fill``, tables without a row are read from their own
+        Delta tables (written down by the next update that touches them)."""
+        found = cls(source, read_rows(source.store, state_path(source)))
+        if fill:
+            for table in found.missing:
+                found.tables[table] = from_stores(source, table)
+        return found
+
+    def __getitem__(self, table: Table) -> TableSync:
+        return self.tables[table]
+
+    def write(self, spark: SparkSession | None, updates: Mapping[Table, TableSync]) -> None:
+        """Write ``updates`` (rows nobody changed since this state was read; the others are
+        left as the other writer made them) and keep them as this state's view."""
+        swaps = {}
+        for table, new in updates.items():
+            key = table_id(table)
+            swaps[key] = (self._read.get(key), new.to_json())
+        swap_rows(spark, self.source.store, state_path(self.source), swaps)
+        for table, new in updates.items():
+            self.tables[table] = new
+            self._read[table_id(table)] = new.to_json()
+
+
+def now() -> float:
+    return dt.datetime.now(dt.UTC).timestamp()
+
+
+def with_mirror(
+    row: TableSync, version: str, lsn: Lsn, rows: int | None, reported: float | None
+) -> TableSync:
+    """The row after a commit of the mirror at ``lsn`` built from snapshot ``version``."""
+    return replace(
+        row,
+        mirror_version=version,
+        mirror_commit=lsn,
+        mirror_at=lsn,
+        mirror_rows=rows if rows is not None else row.mirror_rows,
+        reported_at=reported if reported is not None else row.reported_at,
+    )
+
+
+def mirror_at(
+    committed: Mapping[str, Any] | None, row: TableSync | None
+) -> tuple[Lsn | None, bool]:
+    """Where a mirror is: the LSN of its last commit (``committed``: that commit's properties),
+    moved on by the quiet ranges the sync state recorded after exactly that commit. Also
+    whether quiet ranges moved it."""
+    if not committed or not committed.get("lsn"):
+        return None, False
+    at = Lsn.parse(committed["lsn"])
+    if (
+        row is not None
+        and row.mirror_at is not None
+        and row.mirror_commit == at
+        and row.mirror_version == committed.get("snapshot_version")
+        and row.mirror_at > at
+    ):
+        return row.mirror_at, True
+    return at, False
+
+
+def tables_by_id(tables: Iterable[Table]) -> dict[str, Table]:
+    return {table_id(t): t for t in tables}
