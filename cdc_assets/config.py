@@ -12,7 +12,8 @@
         sync: {sensor_interval_seconds: 5, min_range_interval_seconds: 0,
                max_transactions_per_range: 10000, on_gap: resnapshot,   # or fail
                overdue_after_minutes: 15,    # mirrors' freshness policy (default: derived)
-               retain_ranges: 1d}   # ranges kept: a duration (30m, 12h, 7d) or a count
+               retain_ranges: 1d,   # ranges kept: a duration (30m, 12h, 7d) or a count
+               tables_in_parallel: 4}   # tables a run works on at the same time
         snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
         maintenance: {cron: "0 * * * *", keep_history: 7d,  # VACUUM, Delta log retention
                       drop_retired_changes: false,          # delete retired ranges' rows
@@ -161,6 +162,13 @@ class SyncPolicy(_Model):
         default=0, ge=0, description="Wait at least this long after a range before the next."
     )
     max_transactions_per_range: int = Field(default=10_000, ge=1)
+    tables_in_parallel: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Tables a run reads, writes and merges at the same time (driver threads "
+        "submitting Spark jobs side by side); 1 works on one table after another.",
+    )
     on_gap: Literal["resnapshot", "fail"] = Field(
         default="resnapshot",
         description="When cleanup removed changes the chain still needs: re-snapshot the "

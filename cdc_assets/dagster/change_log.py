@@ -42,6 +42,7 @@ from dagster import (
 )
 from pyspark.sql import SparkSession
 
+from cdc_assets.spark.session import use_in_this_thread
 from cdc_assets.sqlserver import SourceTable, discover
 from cdc_assets.sqlserver.catalog import CaptureInstance
 from cdc_assets.sqlserver.changed_tables import changed_instances
@@ -66,6 +67,7 @@ from .partitions import parse_partition
 from .quiet_ranges import quiet_tables, record_quiet
 from .source import Source, Table
 from .sync_state import SourceSync
+from .table_pool import LogLine, ThreadConnections, collect, run_tables
 
 KINDS = {"sqlserver", "spark", "delta"}
 
@@ -130,8 +132,10 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
         retired = retired_through(context.instance, partitions.name)
         wanted = context.selected_asset_check_keys
 
-        def table_events(table: Table) -> Iterator[Output | AssetCheckResult]:
-            """One table's partition, committed here: its failure is its own (the caller)."""
+        def table_events(table: Table) -> Iterator[Event]:
+            """One table's partition, committed here: its failure is its own (the caller). Runs
+            in a worker thread (:mod:`.table_pool`): its events are yielded by the step."""
+            conn = conns.get()
             found = catalog.get((table.schema, table.name))
             snapshot: SnapshotInfo | None = None
             if lsn_range is None:
@@ -148,7 +152,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                 if refused is not None:
                     # Nothing is written: the check fails, the mirror stays where it was, and
                     # the gap tells the sensor to re-snapshot the table (sync.on_gap).
-                    context.log.error(refused.description or "range not available")
+                    yield LogLine("error", refused.description or "range not available")
                     mark_gap(
                         spark,
                         source,
@@ -175,7 +179,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                 )
             source_event = _source_table_event(table, context.partition_key, changed, instance)
             if source_event is not None:
-                context.log_event(source_event)
+                yield source_event
             path = table.change_log_key.path
             published = commit(spark, source.store, path, context.partition_key, stored)
             yield Output(
@@ -191,6 +195,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
             yield from (r for r in results if _key(r) in wanted)
 
         conn = source.connect()
+        conns = ThreadConnections(source)
         try:
             catalog = discover(conn)  # once per run: capture instances of every table
             # One statement (per 200 instances) says which tables have changes in the range;
@@ -202,33 +207,45 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
             )
             failed: dict[str, str] = {}
             written: list[Table] = []
-            for table in selected:
+            workers = source.config.sync.tables_in_parallel
+            for done in run_tables(
+                selected,
+                lambda t: collect(table_events(t)),
+                workers,
+                lambda: use_in_this_thread(spark),
+            ):
+                table = done.table
+                events, error = done.result or ([], done.error)
                 wrote = False
-                try:
-                    for event in table_events(table):
-                        wrote = wrote or isinstance(event, Output)
-                        if isinstance(event, Output) and event.value is not None:
+                for event in events:
+                    if isinstance(event, LogLine):
+                        getattr(context.log, event.level)(event.text)
+                        continue
+                    if isinstance(event, Output):
+                        wrote = True
+                        if event.value is not None:
                             written.append(table)
-                        yield event
-                except Exception as exc:
-                    if is_source_level(exc):
-                        raise  # the whole source: the run fails and is retried whole
-                    # One table never holds back the others: this one writes nothing, its
-                    # check says why, and the mirrors step leaves its mirror where it was.
-                    message = table_error(table.qualified_name, exc)
-                    context.log.error(message)
-                    failed[table.qualified_name] = message
-                    result = AssetCheckResult(
-                        asset_key=table.change_log_key,
-                        check_name=COVERAGE,
-                        passed=False,
-                        severity=AssetCheckSeverity.ERROR,
-                        description=message[:2000],
-                    )
-                    if lsn_range is not None and not wrote:
-                        yield _not_written(table, message)
-                    if _key(result) in wanted:
-                        yield result
+                    yield event
+                if error is None:
+                    continue
+                if is_source_level(error):
+                    raise error  # the whole source: the run fails and is retried whole
+                # One table never holds back the others: this one writes nothing, its check
+                # says why, and the mirrors step leaves its mirror where it was.
+                message = table_error(table.qualified_name, error)
+                context.log.error(message)
+                failed[table.qualified_name] = message
+                result = AssetCheckResult(
+                    asset_key=table.change_log_key,
+                    check_name=COVERAGE,
+                    passed=False,
+                    severity=AssetCheckSeverity.ERROR,
+                    description=message[:2000],
+                )
+                if lsn_range is not None and not wrote:
+                    yield _not_written(table, message)
+                if _key(result) in wanted:
+                    yield result
             if lsn_range is None:
                 _record_snapshots(spark, source, written)
             else:
@@ -241,9 +258,13 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                     "others were): " + " | ".join(failed.values())
                 )
         finally:
+            conns.close()
             conn.close()
 
     return change_logs
+
+
+Event = Output | AssetCheckResult | AssetMaterialization | LogLine
 
 
 def _record_snapshots(spark: SparkSession, source: Source, tables: list[Table]) -> None:

@@ -12,6 +12,7 @@ to do, while the other mirrors apply the range; the step then fails naming the m
 """
 
 import datetime as dt
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -33,7 +34,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import mirror_store, sqlserver_source
 from cdc_assets.spark.asset_store import AssetStore, Published
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
-from cdc_assets.spark.session import write_parallelism
+from cdc_assets.spark.session import use_in_this_thread, write_parallelism
 
 from .chain import ChainGap, SnapshotInfo, ranges_covering, recent_ranges
 from .change_log_state import snapshot_info
@@ -50,6 +51,7 @@ from .names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .source import Source, Table
 from .sync_state import SourceSync, TableSync, mirror_at, now, with_mirror
+from .table_pool import LogLine, collect, run_tables
 
 
 def mirror_state(
@@ -271,36 +273,47 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
         },
         required_resource_keys={"pyspark"},
     )
-    def mirrors(context: AssetExecutionContext) -> Iterator[Output]:
+    def mirrors(context: AssetExecutionContext) -> Iterator[Output | AssetMaterialization]:
         lsn_range = parse_partition(context.partition_key)
         if lsn_range is None:
             context.log.info("mirrors move with range partitions; 'snapshot' has nothing to apply")
             return
         spark = context.resources.pyspark.spark_session
         read: dict[str, list[LsnRange]] = {}
+        lock = threading.Lock()
 
         def ranges(start: Lsn) -> list[LsnRange]:
             """The range keys back to ``start`` (usually one page), read once per run unless a
             mirror lags further behind than the first read reached."""
-            known = read.get("ranges")
-            if known is None or not any(r.lo <= start for r in known):
-                known = recent_ranges(context.instance, partitions.name, reach=start)
-                read["ranges"] = known
-            return known
+            with lock:
+                known = read.get("ranges")
+                if known is None or not any(r.lo <= start for r in known):
+                    known = recent_ranges(context.instance, partitions.name, reach=start)
+                    read["ranges"] = known
+                return known
 
         failed: dict[str, str] = {}
         sync = SourceSync.load(source)
         updates: dict[Table, TableSync] = {}
-        for key in sorted(k for k in context.selected_asset_keys if k in by_key):
-            table = by_key[key]
-            try:
-                yield from table_events(context, spark, table, lsn_range, ranges, sync, updates)
-            except Exception as exc:
+        tables = [by_key[k] for k in sorted(k for k in context.selected_asset_keys if k in by_key)]
+
+        def work(table: Table) -> tuple[list[Output | AssetMaterialization | LogLine], Any]:
+            return collect(table_events(context, spark, table, lsn_range, ranges, sync, updates))
+
+        workers = source.config.sync.tables_in_parallel
+        for done in run_tables(tables, work, workers, lambda: use_in_this_thread(spark)):
+            events, error = done.result or ([], done.error)
+            for event in events:
+                if isinstance(event, LogLine):
+                    getattr(context.log, event.level)(event.text)
+                else:
+                    yield event
+            if error is not None:
                 # One table never holds back the others: its mirror stays where it was (its
                 # data and LSN are one commit), the others apply the range.
-                message = table_error(table.qualified_name, exc)
+                message = table_error(done.table.qualified_name, error)
                 context.log.error(message)
-                failed[table.qualified_name] = message
+                failed[done.table.qualified_name] = message
         # where the mirrors are now, for the sensor (after their commits: never ahead of them)
         sync.write(spark, updates)
         if failed:
@@ -317,7 +330,9 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
         ranges: Callable[[Lsn], Sequence[LsnRange]],
         sync: SourceSync,
         updates: dict[Table, TableSync],
-    ) -> Iterator[Output | AssetMaterialization]:
+    ) -> Iterator[Output | AssetMaterialization | LogLine]:
+        """One table's mirror brought to the range's end, in a worker thread: its events are
+        yielded by the step, its new sync-state row goes into ``updates``."""
         key = table.mirror_key
         snapshot = snapshot_info(source, table)
         state = mirror_state(source, table, sync)
@@ -327,7 +342,7 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
         )
         stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi, snapshot, state)
         if stored is None:
-            context.log.info(f"{key.to_user_string()} is left as it is: {why}")
+            yield LogLine("info", f"{key.to_user_string()} is left as it is: {why}")
             if state and state.get("lsn") and state.get("snapshot_version"):
                 # what the mirror's own commit says, where the sync state lags behind it
                 at, rows = Lsn.parse(state["lsn"]), state.get("rows")
@@ -347,17 +362,15 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             # The mirror holds its table's snapshot from now on: its 'snapshot' partition
             # shows as materialized, not as missing for ever. Logged before the range's
             # output, so the mirror's latest materialization (what the UI shows) is the range.
-            context.log_event(
-                AssetMaterialization(
-                    asset_key=key,
-                    partition=SNAPSHOT_PARTITION,
-                    description=f"rebuilt from the snapshot at {snapshot.snapshot_lsn.hex} "
-                    f"by the run of range {context.partition_key}",
-                    metadata={
-                        "snapshot_lsn": snapshot.snapshot_lsn.hex,
-                        "applied_by_range": context.partition_key,
-                    },
-                )
+            yield AssetMaterialization(
+                asset_key=key,
+                partition=SNAPSHOT_PARTITION,
+                description=f"rebuilt from the snapshot at {snapshot.snapshot_lsn.hex} "
+                f"by the run of range {context.partition_key}",
+                metadata={
+                    "snapshot_lsn": snapshot.snapshot_lsn.hex,
+                    "applied_by_range": context.partition_key,
+                },
             )
         yield Output(committed(published, stored), output_name=key.to_python_identifier())
 

@@ -159,3 +159,14 @@ def write_parallelism(spark: SparkSession) -> int:
         "spark.sql.shuffle.partitions", "1"
     )
     return max(1, int(value or 1))
+
+
+def use_in_this_thread(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of the calling thread on the JVM side, where SQL
+    settings are looked up per thread (a driver thread of its own would otherwise read the
+    defaults: TimeType refused). Nothing to do over Spark Connect (settings live server-side)."""
+    session = getattr(spark, "_jsparkSession", None)
+    jvm = getattr(spark, "_jvm", None)
+    if session is None or jvm is None:
+        return
+    jvm.org.apache.spark.sql.classic.SparkSession.setActiveSession(session)
