@@ -68,14 +68,14 @@ def snapshot_output(
     )
 
     def finalize(written: DataFrame) -> dict[str, Any]:
-        replay_from, snapshot_lsn = sqlserver_source.snapshot_bounds(written)
+        replay_from, snapshot_lsn, rows = sqlserver_source.snapshot_summary(written)
         return {
             "kind": SNAPSHOT_PARTITION,
             "capture_instance": instance.name,
             "mode": mode,
             "replay_from": replay_from.hex,
             "snapshot_lsn": snapshot_lsn.hex,
-            "rows": sqlserver_source.snapshot_rows(written).count(),
+            "rows": rows,
             "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "reason": reason or "initial snapshot",
         }

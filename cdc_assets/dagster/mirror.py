@@ -128,6 +128,16 @@ def _lag_now(p: dict[str, Any]) -> float:
     return round(float(p["lag_at_read_seconds"]) + since.total_seconds(), 3)
 
 
+def _rows_after(before: Any, metrics: dict[str, int]) -> int | None:
+    """The mirror's rows after a MERGE: ``before`` and the commit's inserted and deleted rows
+    (None when one of them is unknown: a MERGE that changed nothing commits no metrics)."""
+    inserted = metrics.get("numTargetRowsInserted")
+    deleted = metrics.get("numTargetRowsDeleted")
+    if not isinstance(before, int) or inserted is None or deleted is None:
+        return None
+    return before + inserted - deleted
+
+
 def _mirror_output(
     spark: SparkSession,
     source: Source,
@@ -216,8 +226,11 @@ def _mirror_output(
             published = mirror_store.merge_multiset(
                 spark, store, key_path, changes, snapshot_lsn=start.raw, properties=properties
             )
-        # the row count for the UI, from the Delta log's statistics (after the commit)
-        rows = mirror_store.row_count(spark, published.uri)
+        # the row count for the UI: the one before plus what the MERGE's commit metrics say
+        # it inserted and deleted; counted (a Spark job) only when either is not known
+        rows = _rows_after(state.get("rows") if state else None, published.metrics)
+        if rows is None:
+            rows = mirror_store.row_count(spark, published.uri)
         return replace(published, properties={**published.properties, "rows": rows})
 
     def metadata(p: dict[str, Any]) -> dict[str, Any]:

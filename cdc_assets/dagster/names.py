@@ -23,6 +23,7 @@ from dagster import AssetKey
 SNAPSHOT_PARTITION = "snapshot"
 SOURCE_TAG = "cdc_assets/source"
 PARTITION_TAG = "cdc_assets/partition"
+TABLES_TAG = "cdc_assets/source_tables"  # how many tables the source has (a run may select few)
 CATCH_UP_TAG = "cdc_assets/catch_up"  # on runs that bring tables left behind up to the chain
 RESNAPSHOT_TAG = "cdc_assets/resnapshot_reason"  # on snapshot runs the sensor starts after a gap
 PARTITION_RUN_TAG = "dagster/partition"  # Dagster's tag of a partitioned run

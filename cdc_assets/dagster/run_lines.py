@@ -20,7 +20,7 @@ from typing import IO
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from .names import PARTITION_TAG
+from .names import PARTITION_TAG, TABLES_TAG
 
 FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 # Dagster's log lines: "<time> - <logger> - <LEVEL> - <message>" (colour codes stripped).
@@ -124,6 +124,9 @@ def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[
                 text = error.message if error is not None else entry.user_message
                 failure = " ".join(str(text).split())[:300]
                 break
+    known = run.tags.get(TABLES_TAG, "")
+    # the source's tables (a run works on those that changed; the rest are recorded quiet)
+    tables = int(known) if known.isdigit() else tables
     line = RunLine(
         partition,
         run.status.value,

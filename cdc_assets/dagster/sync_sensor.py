@@ -66,6 +66,7 @@ from .names import (
     RESNAPSHOT_TAG,
     SNAPSHOT_PARTITION,
     SOURCE_TAG,
+    TABLES_TAG,
     sensor_name,
 )
 from .quiet_ranges import quiet_instance
@@ -106,6 +107,7 @@ def _request(
     (racing ticks) ask for one run: Dagster launches one run per run key of a sensor."""
     tags = {SOURCE_TAG: source.name, PARTITION_TAG: partition}
     attempt = instance.get_runs_count(filters=RunsFilter(tags=tags))
+    tags[TABLES_TAG] = str(len(source.tables))
     selection = None
     checks = None
     if tables is not None:  # only these tables, with their checks (not the others)

@@ -1035,6 +1035,28 @@ class Workload:
         self.stats.last_kind = kind
         return StepResult(kind, committed, rows, self._step_statements)
 
+    def touch_every_table(self) -> StepResult:
+        """One transaction that inserts a row into every table (children under an existing
+        parent row): whatever the random steps did, each table then has change rows in the
+        next range."""
+        self._step_statements = 0
+        self._begin()
+        try:
+            for state in self._states.values():  # parents come before their children
+                if not state.parent_idx:
+                    self._insert(state, [self._new_row(state)])
+                    continue
+                parent = self._parent_of(state)
+                if parent is not None and parent.keys:
+                    self._insert(state, self._new_children(state, [parent.keys.choice(self.rng)]))
+            rows = self._commit()
+        except BaseException:
+            self._abort()
+            raise
+        self.stats.statements += self._step_statements
+        self.stats.last_kind = "touch"
+        return StepResult("touch", True, rows, self._step_statements)
+
     def seed_rows(self, rows_per_table: int, *, rows_per_transaction: int = 500) -> None:
         """Initial load: ``rows_per_table`` rows per table in multi-row INSERT transactions."""
         for state in self._states.values():

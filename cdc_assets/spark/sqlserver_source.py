@@ -66,6 +66,7 @@ __all__ = [
     "resolve_snapshot_mode",
     "snapshot_bounds",
     "snapshot_rows",
+    "snapshot_summary",
     "unwrap_source_error",
 ]
 
@@ -315,14 +316,20 @@ def drop_snapshot_columns(df: DataFrame) -> DataFrame:
 
 def snapshot_bounds(df: DataFrame) -> tuple[Lsn, Lsn]:
     """(smallest ``replay_from``, largest ``snapshot_lsn``) over the marker rows of a snapshot."""
-    row = (
-        df.where(_is_marker())
-        .agg(F.min(F.col(f"`{REPLAY_FROM}`")), F.max(F.col(f"`{SNAPSHOT_LSN}`")))
-        .collect()[0]
-    )
+    replay_from, snapshot_lsn, _ = snapshot_summary(df)
+    return replay_from, snapshot_lsn
+
+
+def snapshot_summary(df: DataFrame) -> tuple[Lsn, Lsn, int]:
+    """:func:`snapshot_bounds` and the number of the table's rows, in one Spark job."""
+    row = df.agg(
+        F.min(F.when(_is_marker(), F.col(f"`{REPLAY_FROM}`"))),
+        F.max(F.when(_is_marker(), F.col(f"`{SNAPSHOT_LSN}`"))),
+        F.count(F.when(~_is_marker(), F.lit(1))),
+    ).collect()[0]
     if row[0] is None or row[1] is None:
         raise ValueError("the frame holds no snapshot marker rows: it is not a complete snapshot")
-    return Lsn.from_bytes(bytes(row[0])), Lsn.from_bytes(bytes(row[1]))
+    return Lsn.from_bytes(bytes(row[0])), Lsn.from_bytes(bytes(row[1])), int(row[2])
 
 
 def unwrap_source_error(exc: BaseException) -> SourceReadError | None:

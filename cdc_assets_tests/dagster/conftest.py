@@ -34,7 +34,7 @@ from cdc_assets.dagster.in_process import (
     execute_request,
     tick_sensor,
 )
-from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.mirror import mirror_lsn, mirror_state
 from cdc_assets.dagster.names import sync_job_name
 from cdc_assets.dagster.source import Source, Table, load_source
 from cdc_assets.emulator.workload import DEMO_TABLES, TableDef, Workload, create_demo_database
@@ -185,6 +185,9 @@ class SyncHarness:
                 for a, b, where in ((mirror, current, "mirror"), (current, mirror, "source")):
                     extra = a.exceptAll(b).limit(3).collect()
                     assert not extra, f"{table.qualified_name}: rows only in the {where}: {extra}"
+                # the row count its last commit recorded (from MERGE metrics) is the real one
+                state = mirror_state(self.source, table) or {}
+                assert state.get("rows") == mirror.count(), (table.qualified_name, state)
             finally:
                 mirror.unpersist()
                 current.unpersist()
