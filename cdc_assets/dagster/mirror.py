@@ -50,7 +50,7 @@ from .metadata import (
 from .names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .source import Source, Table
-from .sync_state import SourceSync, TableSync, mirror_at, now, with_mirror
+from .sync_state import SourceSync, TableSync, describes, mirror_at, now, with_mirror
 from .table_pool import LogLine, collect, run_tables
 
 
@@ -65,10 +65,15 @@ def mirror_state(
         return committed
     if sync is None:
         sync = SourceSync.load(source, fill=False)
-    at, quiet = mirror_at(committed, sync.tables.get(table))
-    if not quiet or at is None:
-        return committed
-    return {**committed, "lsn": at.hex, "committed_lsn": committed["lsn"]}
+    row = sync.tables.get(table)
+    state = dict(committed)
+    if describes(row, committed) and row is not None and "rows" not in state:
+        # a MERGE's row count is known only after its commit: the sync state keeps it
+        state["rows"] = row.mirror_rows
+    at, quiet = mirror_at(committed, row)
+    if quiet and at is not None:
+        state.update(lsn=at.hex, committed_lsn=committed["lsn"])
+    return state
 
 
 def mirror_lsn(source: Source, table: Table, sync: SourceSync | None = None) -> Lsn | None:

@@ -191,6 +191,17 @@ def with_mirror(
     )
 
 
+def describes(row: TableSync | None, committed: Mapping[str, Any] | None) -> bool:
+    """``row`` was written after exactly the mirror commit whose properties are ``committed``."""
+    if row is None or not committed or not committed.get("lsn"):
+        return False
+    return (
+        row.mirror_commit == Lsn.parse(committed["lsn"])
+        and row.mirror_version == committed.get("snapshot_version")
+        and row.mirror_at is not None
+    )
+
+
 def mirror_at(
     committed: Mapping[str, Any] | None, row: TableSync | None
 ) -> tuple[Lsn | None, bool]:
@@ -200,14 +211,9 @@ def mirror_at(
     if not committed or not committed.get("lsn"):
         return None, False
     at = Lsn.parse(committed["lsn"])
-    if (
-        row is not None
-        and row.mirror_at is not None
-        and row.mirror_commit == at
-        and row.mirror_version == committed.get("snapshot_version")
-        and row.mirror_at > at
-    ):
-        return row.mirror_at, True
+    moved = row.mirror_at if row is not None and describes(row, committed) else None
+    if moved is not None and moved > at:
+        return moved, True
     return at, False
 
 
