@@ -3,9 +3,10 @@
 For each table count N (10, 100, 1000 by default) it creates N small captured tables (5 rows
 each) in the emulator, syncs them (snapshot and first range) through the project's definitions
 on one warm local[2] Spark session, then UPDATEs one row of one table and times the range run the
-sync sensor's logic requests (change logs, checks, mirrors; in process). Target: the run at the
-largest N within 2x the run at the smallest. Prints each run's seconds and step seconds, and
-how many tables the range read from the source (the quiet ones are not read).
+sync sensor's logic requests (the tick, then change logs, checks, mirrors; in process). Target:
+the run at the largest N within 2x the run at the smallest. Prints each run's seconds and step
+seconds, how many tables the run worked on and read from the source (the quiet ones are
+recorded in the sync state, not run).
 
     .venv/bin/python benchmarks/quiet_range.py               # 10, 100, 1000 tables
     .venv/bin/python benchmarks/quiet_range.py --quick       # 5, 20 tables
@@ -94,9 +95,11 @@ def run_size(count: int, workdir: Path, profile: Path | None = None) -> dict[str
                 profiler.dump_stats(profile)
             assert result is not None and result.success, tick.skip_reason
             steps = step_seconds(instance, result.run_id)
+            assert tick.run_request is not None
+            in_run = len(tick.run_request.asset_selection or []) // 2  # change log + mirror
     finally:
         change_log_outputs.sqlserver_source.read_change_range = real_read
-    return {"setup": setup, "seconds": seconds, "steps": steps, "read": len(reads)}
+    return {"setup": setup, "seconds": seconds, "steps": steps, "read": len(reads), "run": in_run}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
             results[count] = r = run_size(count, Path(directory), profile)
         steps = ", ".join(f"{k.split('_', 1)[-1]} {v:.1f} s" for k, v in r["steps"].items())
         print(
-            f"  {count:>5} tables: range run {r['seconds']:6.1f} s ({steps}); tables read from "
-            f"the source: {r['read']}; setup (snapshot + two ranges) {r['setup']:.1f} s"
+            f"  {count:>5} tables: range run {r['seconds']:6.1f} s ({steps}); tables in the run: "
+            f"{r['run']}, read from the source: {r['read']}; setup (snapshot + two ranges) "
+            f"{r['setup']:.1f} s"
         )
     small, large = results[counts[0]]["seconds"], results[counts[-1]]["seconds"]
     ratio = large / small

@@ -12,10 +12,14 @@ the range for every quiet table whose mirror stands at the range's start, after 
    goes through the normal path, which re-snapshots the table).
 
 Recording is one write of the sync state for all of them (:mod:`.sync_state`): the mirror's
-position moves to ``hi`` with no Spark job and no Delta commit of its own. Dagster hears of a
-quiet mirror again (a materialization of the range, "quiet") when its last report is older than
-half the freshness policy's warning window, so a quiet table's mirror is never shown overdue
-while its sync is healthy. A table that fails any of the three stays where it was: the sensor
+position moves to ``hi`` with no Spark job and no Delta commit of its own. What Dagster hears:
+in a source of up to 50 tables, each quiet table's range (its change log and mirror partitions,
+0 rows, "quiet"), so no partition stays missing; in a larger one, a quiet mirror's range when its
+last report is older than half the freshness policy's warning window, so a quiet mirror is never
+shown overdue while its sync is healthy (a thousand tables would otherwise be thousands of
+events per range; their change logs show partitions where the table changed).
+
+A table that fails any of the three stays where it was: the sensor
 finds it behind and sends it a run of its own.
 """
 
@@ -51,6 +55,11 @@ def quiet_instance(
     if current is None or (taken_with and current.name != taken_with):
         return None
     return found.instance_covering(lsn_range.first) or current
+
+
+# Sources up to this many tables report every quiet table's range to Dagster (2 events each),
+# so each partition shows materialized; larger ones report quiet mirrors now and then only.
+REPORT_EVERY_RANGE_UP_TO = 50
 
 
 def heartbeat_seconds(source: Source) -> float:
@@ -96,20 +105,40 @@ def record_quiet(
     lsn_range: LsnRange,
     partition: str,
 ) -> tuple[dict[Table, TableSync], list[AssetMaterialization]]:
-    """The sync state rows of the ``quiet`` tables moved to ``hi``, and the materializations of
-    the quiet mirrors Dagster has not heard of for a while."""
+    """The sync state rows of the ``quiet`` tables moved to ``hi``, and what Dagster hears of
+    them: in a source of at most :data:`REPORT_EVERY_RANGE_UP_TO` tables, the range of each
+    (change log and mirror: 0 rows, quiet), so every partition shows materialized; in a larger
+    one, a quiet mirror when Dagster has not heard of it for a while (a source of a thousand
+    tables would otherwise log thousands of events per range)."""
     updates: dict[Table, TableSync] = {}
     reports: list[AssetMaterialization] = []
     moment = now()
     due = heartbeat_seconds(source)
+    every_range = len(source.tables) <= REPORT_EVERY_RANGE_UP_TO
     for table in quiet:
         row = sync[table]
         reported = row.reported_at
-        if reported is None or moment - reported >= due:
+        if every_range:
+            reports.append(_change_log_report(table, lsn_range, partition))
+        if every_range or reported is None or moment - reported >= due:
             reports.append(_report(table, row, lsn_range, partition))
             reported = moment
         updates[table] = replace(row, mirror_at=lsn_range.hi, reported_at=reported)
     return updates, reports
+
+
+def _change_log_report(table: Table, lsn_range: LsnRange, partition: str) -> AssetMaterialization:
+    return AssetMaterialization(
+        asset_key=table.change_log_key,
+        partition=partition,
+        description=f"{table.qualified_name} had no changes in ({lsn_range.lo.hex}, "
+        f"{lsn_range.hi.hex}]: nothing to write (recorded quiet in the sync state)",
+        metadata={
+            "dagster/row_count": 0,
+            "quiet": True,
+            "lsn_range": f"({lsn_range.lo.hex}, {lsn_range.hi.hex}]",
+        },
+    )
 
 
 def _report(

@@ -92,6 +92,15 @@ def test_a_range_runs_only_the_tables_that_changed(
         if m.asset_key in {t.source_key for t in harness.source.tables}
     }
     assert changed == {customers.source_key: 2}, changed
+    # Dagster hears of the quiet tables' range (a small source: every range), 0 rows, quiet
+    reported = {
+        m.asset_key: m
+        for m in result.asset_materializations_for_node(f"{harness.source.name}_change_logs")
+        if m.metadata.get("quiet")
+    }
+    assert set(reported) == {k for t in quiet for k in (t.change_log_key, t.mirror_key)}
+    assert all(m.partition == key for m in reported.values())
+    assert all(reported[t.change_log_key].metadata["dagster/row_count"].value == 0 for t in quiet)
     harness.assert_mirrors_equal_source()
     # the sensor sees every table at the chain's end: nothing to catch up, nothing to run
     assert not harness.tick().run_requests
