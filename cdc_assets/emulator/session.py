@@ -44,7 +44,7 @@ from . import types as T
 from .catalog import Catalog
 from .functions import ALL_OPTIONS, NET_OPTIONS
 from .plan import Plan, Result, Slot
-from .sqlite_db import open_sqlite
+from .sqlite_db import give_sqlite, take_sqlite
 from .transaction import Transaction
 from .translate import Translator
 
@@ -66,7 +66,7 @@ class Session:
         self.path = str(path)
         self.db_name = Path(self.path).stem
         self.timeout = timeout
-        self.db = open_sqlite(self.path, timeout)
+        self.db = take_sqlite(self.path, timeout)
         self.autocommit = autocommit
         self.level = READ_COMMITTED
         self.tx: Transaction | None = None
@@ -683,4 +683,4 @@ class Session:
             if self.tx is not None:
                 self.rollback_transaction()
         finally:
-            self.db.close()
+            give_sqlite(self.path, self.timeout, self.db)
