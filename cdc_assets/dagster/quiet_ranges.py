@@ -60,6 +60,7 @@ def quiet_instance(
 # Sources up to this many tables report every quiet table's range to Dagster (2 events each),
 # so each partition shows materialized; larger ones report quiet mirrors now and then only.
 REPORT_EVERY_RANGE_UP_TO = 50
+REPORTS_PER_RANGE = 100  # quiet mirrors reported in one range, in a larger source
 
 
 def heartbeat_seconds(source: Source) -> float:
@@ -113,18 +114,28 @@ def record_quiet(
     updates: dict[Table, TableSync] = {}
     reports: list[AssetMaterialization] = []
     moment = now()
-    due = heartbeat_seconds(source)
     every_range = len(source.tables) <= REPORT_EVERY_RANGE_UP_TO
+    due = set(quiet) if every_range else _due(source, sync, quiet, moment)
     for table in quiet:
         row = sync[table]
         reported = row.reported_at
         if every_range:
             reports.append(_change_log_report(table, lsn_range, partition))
-        if every_range or reported is None or moment - reported >= due:
+        if table in due:
             reports.append(_report(table, row, lsn_range, partition))
             reported = moment
         updates[table] = replace(row, mirror_at=lsn_range.hi, reported_at=reported)
     return updates, reports
+
+
+def _due(source: Source, sync: SourceSync, quiet: Sequence[Table], moment: float) -> set[Table]:
+    """The quiet mirrors to report in this range: those not reported for half the warning
+    window, the longest unreported first, at most :data:`REPORTS_PER_RANGE` (so a thousand
+    tables' reports spread over ranges instead of all falling due in one)."""
+    limit = heartbeat_seconds(source)
+    waiting = [t for t in quiet if (r := sync[t].reported_at) is None or moment - r >= limit]
+    waiting.sort(key=lambda t: sync[t].reported_at or 0.0)
+    return set(waiting[:REPORTS_PER_RANGE])
 
 
 def _change_log_report(table: Table, lsn_range: LsnRange, partition: str) -> AssetMaterialization:
