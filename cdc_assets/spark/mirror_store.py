@@ -94,7 +94,7 @@ def _run_merge(
     properties: Mapping,
 ) -> Published:
     """The MERGE, committed with ``properties``; a MERGE that changed nothing may make no
-    commit, and then the properties get one of their own (:func:`record`)."""
+    commit, and then the properties get one of their own (:func:`_record`)."""
     view = f"cdc_merge_{uuid.uuid4().hex}"
     source.createOrReplaceGlobalTempView(view)  # seen by the commit's own session
     text = to_json(properties)
@@ -124,15 +124,6 @@ def _record(spark: SparkSession, uri: str, properties: Mapping[str, Any]) -> Non
             )
 
     retry_conflicts(alter, f"recording the LSN of {uri}")
-
-
-def record(
-    spark: SparkSession, store: AssetStore, key_path: Sequence[str], properties: Mapping[str, Any]
-) -> Published:
-    """A commit without data changes that moves the mirror's properties (its LSN) on."""
-    uri = store.location(key_path)
-    _record(spark, uri, properties)
-    return store.published(spark, uri, dict(properties))
 
 
 def row_count(spark: SparkSession, uri: str) -> int:
