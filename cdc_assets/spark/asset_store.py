@@ -236,6 +236,10 @@ class AssetStore:
             return None
         return DeltaTable(uri, storage_options=options)
 
+    def delta_table(self, key_path: Sequence[str]) -> Any | None:
+        """The asset's table as delta-rs opens it (its log read), None when there is none."""
+        return self._delta_rs(key_path)
+
     def _partition_properties(self, key_path: Sequence[str], partition: str) -> Properties | None:
         return self._properties_of(key_path, [partition]).get(partition)
 

@@ -38,7 +38,7 @@ Swap = tuple[str | None, str]  # (the row's text as read, or None when there was
 
 def read_rows(store: AssetStore, key_path: Sequence[str]) -> dict[str, str]:
     """Every row: table id -> state text ({} when the table does not exist yet)."""
-    table = store._delta_rs(key_path)
+    table = store.delta_table(key_path)
     if table is None:
         return {}
     # One thread: pyarrow's thread pool started after a delta-rs MERGE in the same process
@@ -80,7 +80,7 @@ def _swap_delta_rs(store: AssetStore, key_path: Sequence[str], swaps: Mapping[st
 
     schema = pa.schema([(TABLE, pa.string()), (STATE, pa.string()), (EXPECTED, pa.string())])
     source = pa.Table.from_pylist(_rows(swaps), schema=schema)
-    table = store._delta_rs(key_path)
+    table = store.delta_table(key_path)
     if table is None:
         # The first write creates the table with the rows that had none (a writer that
         # loses that race merges into the winner's table below).
@@ -91,7 +91,7 @@ def _swap_delta_rs(store: AssetStore, key_path: Sequence[str], swaps: Mapping[st
             )
             return
         except DeltaError:
-            table = store._delta_rs(key_path)
+            table = store.delta_table(key_path)
             if table is None:
                 raise
     (
