@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import pickle
 import re
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -224,10 +225,14 @@ class SqlServerDataSource(DataSource):
 _REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 
 
+_REGISTERING = threading.Lock()  # tables read side by side register it once
+
+
 def _load(spark: SparkSession, plan: ReadPlan) -> DataFrame:
-    if spark not in _REGISTERED:
-        spark.dataSource.register(SqlServerDataSource)
-        _REGISTERED.add(spark)
+    with _REGISTERING:
+        if spark not in _REGISTERED:
+            spark.dataSource.register(SqlServerDataSource)
+            _REGISTERED.add(spark)
     return (
         spark.read.format(DATA_SOURCE_NAME)
         .schema(_spark_schema(plan.arrow_schema))
