@@ -362,9 +362,12 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
         if stored is None:
             yield LogLine("info", f"{key.to_user_string()} is left as it is: {why}")
             if state and state.get("lsn") and state.get("snapshot_version"):
-                # what the mirror's own commit says, where the sync state lags behind it
+                # what the mirror's own commit says, where the sync state lags behind it (a run
+                # killed between the two): its rows are counted, as no MERGE metrics say them
                 at, rows = Lsn.parse(state["lsn"]), state.get("rows")
                 commit_lsn = Lsn.parse(state.get("committed_lsn") or state["lsn"])
+                if not isinstance(rows, int):
+                    rows = mirror_store.row_count(spark, source.store.location(key.path))
                 moved = with_mirror(row, state["snapshot_version"], commit_lsn, rows, None)
                 updates[table] = replace(moved, mirror_at=max(at, commit_lsn))
             return

@@ -180,13 +180,14 @@ def now() -> float:
 def with_mirror(
     row: TableSync, version: str, lsn: Lsn, rows: int | None, reported: float | None
 ) -> TableSync:
-    """The row after a commit of the mirror at ``lsn`` built from snapshot ``version``."""
+    """The row after a commit of the mirror at ``lsn`` built from snapshot ``version``, holding
+    ``rows`` rows."""
     return replace(
         row,
         mirror_version=version,
         mirror_commit=lsn,
         mirror_at=lsn,
-        mirror_rows=rows if rows is not None else row.mirror_rows,
+        mirror_rows=rows,  # None: not known (never the count of another commit)
         reported_at=reported if reported is not None else row.reported_at,
     )
 
