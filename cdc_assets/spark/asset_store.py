@@ -327,19 +327,22 @@ class AssetStore:
         *,
         table_properties: Mapping[str, str] | None = None,
         empty: bool = False,
+        read_once: bool = True,
     ) -> Published:
         """Read ``df`` in full, compute its properties, then commit rows and properties at once:
         the partition's rows replaced (``partition``), or the whole table (``None``).
 
         ``empty``: ``df`` has no rows (a quiet range, a gap). Nothing is read, and where the
         table can take it the partition becomes its properties row alone, committed with
-        delta-rs in milliseconds instead of a Spark write of about a second."""
+        delta-rs in milliseconds instead of a Spark write of about a second. ``read_once``:
+        False when ``finalize`` reads nothing of ``df`` (no need to hold it for two reads)."""
         self.refuse_old_layout(key_path)
         uri = self.location(key_path)
         data = encode_for_delta(df)
         # Read once, before the properties are computed: a second read of the source could
         # differ (a fuzzy snapshot), and the properties must describe the committed rows.
-        hold = finalize is not None and not empty
+        # read_once=False: ``finalize`` does not read the data (it knows the counts already)
+        hold = finalize is not None and not empty and read_once
         held = data.localCheckpoint(eager=True) if hold else data
         properties: Properties = {}
         if finalize is not None:

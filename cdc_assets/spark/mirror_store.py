@@ -63,8 +63,22 @@ def rebuild(
     key_path: Sequence[str],
     df: DataFrame,
     properties: Mapping[str, Any],
+    rows: int | None = None,
 ) -> Published:
-    """Replace the mirror with ``df`` (from a snapshot), in one commit with ``properties``."""
+    """Replace the mirror with ``df`` (from a snapshot), in one commit with ``properties``.
+    ``rows``: how many rows ``df`` has, when known (the snapshot's own count, no changes
+    applied): then nothing counts them and ``df`` is read once, by the write."""
+    if rows is not None:
+        known = {**properties, "columns": df.columns, "rows": rows}
+        return store.write(
+            spark,
+            df,
+            key_path,
+            None,
+            lambda _: known,
+            table_properties=MIRROR_TABLE_PROPERTIES,
+            read_once=False,
+        )
     return store.write(
         spark,
         df,
