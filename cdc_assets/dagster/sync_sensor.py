@@ -320,7 +320,15 @@ def _catch_up(
         names = ", ".join(t.qualified_name for t in behind)
         return (Tick(None, None, why) if whole else None), f"{names} behind: {why}"
     if whole:
-        return Tick(_request(instance, source, last.key), None, None), ""
+        # the newest range again, for the tables that changed in it (the run records the
+        # others quiet, as the failed run would have)
+        conn = source.connect()
+        try:
+            tables = _tables_to_run(conn, sync, list(taken), last)
+        finally:
+            conn.close()
+        request = _request(instance, source, last.key, tables, mirrors=True)
+        return Tick(request, None, None), ""
     target = min(needs.values(), key=lambda r: r.lo)
     tables = [t for t, r in needs.items() if r == target]
     request = _request(instance, source, target.key, tables, {CATCH_UP_TAG: "true"}, mirrors=True)
