@@ -54,6 +54,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import committed_before, discover, get_max_lsn, plan_next_range
 from cdc_assets.sqlserver.changed_tables import changed_instances
 from cdc_assets.sqlserver.dbapi import DbapiConnection
+from cdc_assets.sqlserver.errors import SqlServerError
 
 from .chain import PAGE, SnapshotInfo, chain_end, range_partitions, recent_ranges, retire
 from .health_checks import CAPTURE_HEALTH
@@ -322,12 +323,16 @@ def _catch_up(
     if whole:
         # the newest range again, for the tables that changed in it (the run records the
         # others quiet, as the failed run would have)
-        conn = source.connect()
+        tables: list[Table] | None = None
         try:
-            tables = _tables_to_run(conn, sync, list(taken), last)
-        finally:
-            conn.close()
-        request = _request(instance, source, last.key, tables, mirrors=True)
+            conn = source.connect()
+            try:
+                tables = _tables_to_run(conn, sync, list(taken), last)
+            finally:
+                conn.close()
+        except SqlServerError:
+            pass  # the source still down: every table, and the run says why
+        request = _request(instance, source, last.key, tables, mirrors=tables is not None)
         return Tick(request, None, None), ""
     target = min(needs.values(), key=lambda r: r.lo)
     tables = [t for t, r in needs.items() if r == target]
