@@ -13,9 +13,10 @@ For 1, 100 and 1,000 captured tables (small, empty, CDC enabled in the emulator)
     table and every mirror is at its end, and the max LSN has not moved;
   - ``new range``: the same, after one more captured transaction: the tick plans the next range.
 
-  The published state is written the way the IO manager publishes it (a version directory with
-  its properties file and the ``_CURRENT`` pointer) without Spark, since only the properties are
-  read by the sensor. Statements sent to the source are counted by wrapping the emulator's
+  The published state is written as the IO manager leaves it (Delta commits with the
+  properties, no rows; with delta-rs, without Spark, since only the properties are read by the
+  sensor), and the source's sync state as the runs' steps leave it. Statements sent to the
+  source are counted by wrapping the emulator's
   ``Cursor.execute`` in this process. Target: <= 1 s per tick at 1,000 tables.
 
 ``--profile`` prints cProfile of the ticks at the largest table count; ``--cache DIR`` keeps the
@@ -52,6 +53,7 @@ from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.in_process import evaluate_sensor
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name, sensor_name
 from cdc_assets.dagster.source import Source, load_source
+from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.emulator import dbapi as emulator_dbapi
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark.asset_store import (
@@ -225,6 +227,9 @@ def publish_chain(source: Source, snapshot_lsn: Lsn, end: Lsn) -> str:
                 "rows": 0,
             },
         )
+    # the source's sync state, as the runs' steps leave it: the sensor reads it in one go
+    sync = SourceSync.load(source)
+    sync.write(None, {t: sync[t] for t in sync.missing})
     return lsn_range.key
 
 
