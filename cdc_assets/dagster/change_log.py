@@ -2,9 +2,11 @@
 dynamic partitions definition — ``snapshot`` (the rows at the snapshot LSN) and ``<lo>-<hi>`` (the
 change rows with ``lo < __$start_lsn <= hi``).
 
-One multi-asset per source, so one run reads a range for every table of the source: the reads
-are Spark jobs whose tasks open their own connections on the executors
-(:mod:`cdc_assets.spark.sqlserver_source`). Each output is published with properties computed
+One multi-asset per source; a range run selects the tables that changed in the range (the sync
+sensor counts them) and records the range for the source's other tables, quiet, in its sync
+state (:mod:`.quiet_ranges`). The reads are Spark jobs whose tasks open their own connections
+on the executors (:mod:`cdc_assets.spark.sqlserver_source`), several tables at a time
+(:mod:`.table_pool`). Each output is published with properties computed
 from the written data, and two checks per table follow it:
 
 - ``coverage``: after the write, the capture instance's min LSN is still at or below ``lo + 1``
@@ -271,7 +273,7 @@ def _record_snapshots(spark: SparkSession, source: Source, tables: list[Table]) 
     """The new snapshots into the sync state (as their partitions were published)."""
     if not tables:
         return
-    sync = SourceSync.load(source)
+    sync = SourceSync.load(source, fill=False)  # a new snapshot: the mirror is rebuilt anyway
     updates = {}
     for table in tables:
         snapshot = snapshot_info(source, table)
