@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
@@ -20,6 +21,8 @@ from cdc_assets_tests.support.outside_spark import read_with_duckdb
 from .conftest import SyncHarness, failure_text, make_harness
 
 TABLES = 1000
+
+pytestmark = pytest.mark.large
 
 
 def _source_rows(harness: SyncHarness) -> dict[str, Counter[tuple[object, ...]]]:
