@@ -31,22 +31,48 @@ def open_sqlite(path: str, timeout: float) -> sqlite3.Connection:
 # SQLite parses a database's whole schema on a connection's first statement: with a thousand
 # captured tables (their change tables, triggers and indexes: ~10,000 schema objects) that is
 # ~0.4 s per connection. Closed sessions leave their SQLite connection here for the next one
-# of this process (rolled back, its lock wait reset); a forked process starts with none.
+# of this process (rolled back, its lock wait reset); a forked process starts with none. The
+# pool holds at most POOL_SIZE connections over all files (the least recently returned go
+# first: each holds three file descriptors), and a connection to a file that was since
+# deleted or replaced (``emulator create --force``) is closed, not reused.
 POOL_SIZE = 8
-_pool: dict[tuple[str, float], list[sqlite3.Connection]] = {}
+_Idle = tuple[tuple[str, float], tuple[int, int], sqlite3.Connection]
+_pool: list[_Idle] = []  # oldest first
 _pool_pid = os.getpid()
 _pool_lock = threading.Lock()
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def take_sqlite(path: str, timeout: float) -> sqlite3.Connection:
     """An idle pooled connection to ``path``, else a new one (:func:`open_sqlite`)."""
     global _pool_pid
+    stale: list[sqlite3.Connection] = []
+    db = None
+    file_id = _file_id(path)
     with _pool_lock:
         if _pool_pid != os.getpid():  # inherited from the parent process: not ours to use
             _pool.clear()
             _pool_pid = os.getpid()
-        idle = _pool.get((path, timeout))
-        db = idle.pop() if idle else None
+        for i in range(len(_pool) - 1, -1, -1):
+            key, pooled_id, conn = _pool[i]
+            if key[0] != path:
+                continue
+            if key[1] == timeout and pooled_id == file_id and db is None:
+                db = conn
+            elif pooled_id != file_id:
+                stale.append(conn)  # the file it was opened on is gone
+            else:
+                continue
+            del _pool[i]
+    for conn in stale:
+        conn.close()
     if db is None:
         return open_sqlite(path, timeout)
     db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
@@ -54,18 +80,23 @@ def take_sqlite(path: str, timeout: float) -> sqlite3.Connection:
 
 
 def give_sqlite(path: str, timeout: float, db: sqlite3.Connection) -> None:
-    """``db`` back to the pool with no transaction open (closed when the pool is full)."""
+    """``db`` back to the pool with no transaction open (the pool's oldest closed when full)."""
+    evicted: list[sqlite3.Connection] = []
+    pooled = False
     try:
         if db.in_transaction:
             db.execute("ROLLBACK")
+        file_id = _file_id(path)
         with _pool_lock:
-            idle = _pool.setdefault((path, timeout), [])
-            if _pool_pid == os.getpid() and len(idle) < POOL_SIZE:
-                idle.append(db)
-                return
+            if _pool_pid == os.getpid() and file_id is not None:
+                _pool.append(((path, timeout), file_id, db))
+                while len(_pool) > POOL_SIZE:
+                    evicted.append(_pool.pop(0)[2])
+                pooled = True
     except sqlite3.Error:
         pass  # a connection in a state of its own: closed, not reused
-    db.close()
+    for conn in evicted if pooled else [*evicted, db]:
+        conn.close()
 
 
 def _stub(*_args: Any) -> Any:

@@ -95,8 +95,10 @@ class Transport:
         """Whether the client has sent something (an ATTENTION) that can be read at once."""
         if self._buffer or (self._tls is not None and self._tls.pending()):
             return True
-        readable, _, _ = select.select([self.sock], [], [], 0)
-        return bool(readable)
+        # poll, not select: select() refuses descriptors above 1023, which a busy process has
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        return bool(poller.poll(0))
 
 
 def read_message(transport: Transport) -> tuple[int, int, bytes]:

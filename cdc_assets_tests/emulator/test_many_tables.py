@@ -16,7 +16,7 @@ from random import Random
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator import Connection, catalog
+from cdc_assets.emulator import Connection, catalog, sqlite_db
 from cdc_assets.emulator.workload import Workload, create_captured_tables, small_tables
 
 from .conftest import all_changes
@@ -187,3 +187,28 @@ def test_incremental_catalog_equals_a_full_read(connect: Callable[..., Connectio
             assert current.instances == full.instances, step
             assert {t.name for t in current.tables_by_id.values() if t.kind == "user"} == tables
             assert {t.name for t in current.tables_by_id.values() if t.tracked} == tracked
+
+
+def test_pooled_connections_stay_few_and_never_outlive_their_file(tmp_path: Path) -> None:
+    """Closed sessions keep their SQLite connection for the next (a thousand-table schema is
+    parsed once), but the pool over all files stays bounded (each holds file descriptors), and
+    a file deleted and made anew is never written through a connection to the old one."""
+    paths = [tmp_path / f"db{i}.db" for i in range(sqlite_db.POOL_SIZE + 4)]
+    for path in paths:
+        for _ in range(2):  # two sessions open at once: both go back to the pool
+            first, second = emulator.connect(path), emulator.connect(path)
+            first.close()
+            second.close()
+    assert len(sqlite_db._pool) <= sqlite_db.POOL_SIZE
+    assert {key[0] for key, _, _ in sqlite_db._pool} <= {str(p) for p in paths[-4:]}
+
+    path = paths[-1]
+    with emulator.connect(path, autocommit=True) as conn:
+        conn.execute("CREATE TABLE dbo.old_one (id int PRIMARY KEY)")
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    with emulator.connect(path, autocommit=True) as conn:
+        assert "old_one" not in _names(conn)
+        conn.execute("CREATE TABLE dbo.new_one (id int PRIMARY KEY)")
+    with emulator.connect(path, autocommit=True) as conn:
+        assert _names(conn) == {"new_one"}
