@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dagster import DagsterInstance
@@ -128,6 +128,7 @@ class SnapshotInfo:
     mode: str
     version: str
     capture_instance: str = ""
+    rows: int | None = field(default=None, compare=False)  # the snapshot's row count
 
     @classmethod
     def from_properties(
@@ -141,6 +142,7 @@ class SnapshotInfo:
             str(properties.get("mode", "")),
             version,
             str(properties.get("capture_instance", "")),
+            rows if isinstance(rows := properties.get("rows"), int) else None,
         )
 
 

@@ -166,7 +166,6 @@ def _mirror_output(
             f"end {target.hex}; a later range brings it up"
         )
     base: DataFrame | None = None
-    snapshot_rows: int | None = None
     if state and state.get("snapshot_version") == snapshot.version:
         start = Lsn.parse(state["lsn"])
         if start >= target:
@@ -177,8 +176,6 @@ def _mirror_output(
         snap = source.store.read(spark, table.change_log_key.path, SNAPSHOT_PARTITION)
         base = sqlserver_source.drop_snapshot_columns(snap)
         rebuilt = True
-        taken = source.store.properties(table.change_log_key.path, SNAPSHOT_PARTITION) or {}
-        snapshot_rows = taken.get("rows") if isinstance(taken.get("rows"), int) else None
     try:
         needed = ranges_covering(ranges(start), start, target)
     except ChainGap as exc:
@@ -213,7 +210,7 @@ def _mirror_output(
                 merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
             merged = merged.coalesce(write_parallelism(spark))
             # no changes: the mirror holds the snapshot's rows, as many as it counted
-            counted = snapshot_rows if changes is None else None
+            counted = snapshot.rows if changes is None else None
             return mirror_store.rebuild(spark, store, key_path, merged, properties, counted)
         if changes is None:
             # Only quiet ranges: nothing to commit. The mirror's new LSN goes into the sync

@@ -84,6 +84,7 @@ class TableSync:
                 "mode": self.snapshot.mode,
                 "version": self.snapshot.version,
                 "capture_instance": self.snapshot.capture_instance,
+                "rows": self.snapshot.rows,
             }
         return json.dumps(data, sort_keys=True)
 
@@ -103,6 +104,7 @@ class TableSync:
                 snap.get("mode", ""),
                 snap["version"],
                 snap.get("capture_instance", ""),
+                snap.get("rows"),
             )
             if snap
             else None,

@@ -68,24 +68,19 @@ def rebuild(
     """Replace the mirror with ``df`` (from a snapshot), in one commit with ``properties``.
     ``rows``: how many rows ``df`` has, when known (the snapshot's own count, no changes
     applied): then nothing counts them and ``df`` is read once, by the write."""
-    if rows is not None:
-        known = {**properties, "columns": df.columns, "rows": rows}
-        return store.write(
-            spark,
-            df,
-            key_path,
-            None,
-            lambda _: known,
-            table_properties=MIRROR_TABLE_PROPERTIES,
-            read_once=False,
-        )
+
+    def finalize(written: DataFrame) -> dict[str, Any]:
+        counted = written.count() if rows is None else rows
+        return {**properties, "columns": written.columns, "rows": counted}
+
     return store.write(
         spark,
         df,
         key_path,
         None,
-        lambda written: {**properties, "columns": written.columns, "rows": written.count()},
+        finalize,
         table_properties=MIRROR_TABLE_PROPERTIES,
+        read_once=rows is None,
     )
 
 
