@@ -53,28 +53,20 @@ def _file_id(path: str) -> tuple[int, int] | None:
 def take_sqlite(path: str, timeout: float) -> sqlite3.Connection:
     """An idle pooled connection to ``path``, else a new one (:func:`open_sqlite`)."""
     global _pool_pid
-    stale: list[sqlite3.Connection] = []
-    db = None
     file_id = _file_id(path)
     with _pool_lock:
         if _pool_pid != os.getpid():  # inherited from the parent process: not ours to use
             _pool.clear()
             _pool_pid = os.getpid()
-        for i in range(len(_pool) - 1, -1, -1):
-            key, pooled_id, conn = _pool[i]
-            if key[0] != path:
-                continue
-            if key[1] == timeout and pooled_id == file_id and db is None:
-                db = conn
-            elif pooled_id != file_id:
-                stale.append(conn)  # the file it was opened on is gone
-            else:
-                continue
-            del _pool[i]
-    for conn in stale:
-        conn.close()
-    if db is None:
+        gone = [e for e in _pool if e[0][0] == path and e[1] != file_id]  # file replaced
+        fits = [e for e in _pool if e[0] == (path, timeout) and e[1] == file_id]
+        taken = fits[-1] if fits else None  # the most recently returned
+        _pool[:] = [e for e in _pool if e is not taken and all(e is not g for g in gone)]
+    for _, _, stale in gone:
+        stale.close()
+    if taken is None:
         return open_sqlite(path, timeout)
+    db = taken[2]
     db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
     return db
 
