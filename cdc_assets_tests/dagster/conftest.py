@@ -69,6 +69,15 @@ class SyncHarness:
         while emulator.scan(self.db) > 0:
             pass
 
+    def write(self, statement: str) -> None:
+        """Run one statement on the source (its own transaction), then capture it."""
+        conn = emulator.connect(str(self.db), autocommit=True)
+        try:
+            conn.execute(statement)
+        finally:
+            conn.close()
+        self.capture()
+
     def tick(self) -> SensorExecutionData:
         """One evaluation of the real sensor on the real instance; partition requests applied."""
         data = tick_sensor(self.defs, self.instance, SOURCE, self.cursor)

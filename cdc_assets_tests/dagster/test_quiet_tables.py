@@ -24,12 +24,7 @@ TABLES = DEMO_TABLES[:3]  # customers, products, orders
 
 
 def _update_customer(harness: SyncHarness, name: str) -> None:
-    conn = emulator.connect(str(harness.db), autocommit=True)
-    try:
-        conn.execute(f"UPDATE [dbo].[customers] SET [name] = N'{name}' WHERE [customer_id] = 1")
-    finally:
-        conn.close()
-    harness.capture()
+    harness.write(f"UPDATE [dbo].[customers] SET [name] = N'{name}' WHERE [customer_id] = 1")
 
 
 def test_a_range_runs_only_the_tables_that_changed(
