@@ -43,6 +43,9 @@ DEFAULT_CONF: dict[str, str] = {
     # VACUUM keeps what maintenance.keep_history says (the user's choice, at least 10 minutes),
     # not at least Delta's 7 days (:mod:`.table_maintenance`).
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+    # VACUUM lists a table's files with this many tasks (default 10000): minutes per table on a
+    # few cores for a table of a few files. A cluster with many cores may raise it.
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
 }
 
 # Another Spark Connect server than spark.remote of the config names (make demo's DEMO_SPARK_PORT).
