@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
@@ -44,6 +45,7 @@ from dagster import (
 )
 from pyspark.sql import SparkSession
 
+from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark.session import use_in_this_thread
 from cdc_assets.sqlserver import SourceTable, discover
 from cdc_assets.sqlserver.catalog import CaptureInstance
@@ -51,19 +53,26 @@ from cdc_assets.sqlserver.changed_tables import changed_instances
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import SqlServerError
 
-from .chain import SnapshotInfo, effective_range, recent_ranges, retired_through
+from .chain import SnapshotInfo, chain_end, effective_range, recent_ranges, retired_through
 from .change_log_checks import (
     chain_result,
     change_log_check_specs,
     coverage_result,
+    quiet_coverage_result,
     schema_change_result,
     snapshot_chain_result,
     unavailable_result,
 )
-from .change_log_outputs import instance_for, range_output, snapshot_output
+from .change_log_outputs import (
+    instance_for,
+    quiet_range_metadata,
+    range_output,
+    snapshot_output,
+)
 from .change_log_state import clear_gap, mark_gap, snapshot_info
 from .io_manager import commit, committed, is_source_level, table_error
 from .metadata import asset_tags, table_metadata
+from .mirror_checks import at_chain_end_result
 from .names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .quiet_ranges import quiet_tables, record_quiet
@@ -252,7 +261,9 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                 _record_snapshots(spark, source, written)
             else:
                 others = [t for t in source.tables if t not in selected]
-                yield from _record_quiet_tables(context, spark, source, conn, catalog, others)
+                yield from _record_quiet_tables(
+                    context, spark, source, conn, catalog, others, (ranges, retired)
+                )
             if failed and lsn_range is None:
                 # a snapshot run has no mirrors step to name them: it fails here
                 raise Failure(
@@ -289,24 +300,59 @@ def _record_quiet_tables(
     conn: DbapiConnection,
     catalog: dict[tuple[str, str], SourceTable],
     others: list[Table],
+    chain: tuple[list[LsnRange], Lsn | None],
 ) -> Iterator[AssetMaterialization]:
     """The range for the tables this run does not work on, where they are quiet
-    (:mod:`.quiet_ranges`): one sync-state write; their mirrors' reports, when due."""
+    (:mod:`.quiet_ranges`): one sync-state write; their reports to Dagster, each with its
+    checks' results (``chain``: the ranges back to this one's start and the retired end)."""
     if not others:
         return
-    lsn_range = parse_partition(context.partition_key)
+    partition = context.partition_key
+    lsn_range = parse_partition(partition)
     assert lsn_range is not None
     sync = SourceSync.load(source)
     quiet = quiet_tables(conn, catalog, sync, others, lsn_range)
-    updates, reports = record_quiet(source, sync, quiet, lsn_range, context.partition_key)
+    updates, reports = record_quiet(
+        source, sync, quiet, lsn_range, partition, lambda: quiet_range_metadata(conn, lsn_range)
+    )
     # rows read from the tables' own stores (none yet in the state) are written down too
     updates = {**{t: sync[t] for t in sync.missing}, **updates}
     sync.write(spark, updates)
     context.log.info(
         f"{len(quiet)} of {len(others)} tables not in this run recorded quiet in range "
-        f"{context.partition_key} (no change rows, range covered)"
+        f"{partition} (no change rows, range covered)"
     )
-    yield from reports
+    ranges, retired = chain
+    by_asset = {k: t for t in quiet for k in (t.change_log_key, t.mirror_key)}
+    for report in reports:
+        yield report
+        # Its checks, in the same run: the UI shows a check passed only when its latest result
+        # is for the asset's latest materialization.
+        table = by_asset[report.asset_key]
+        if report.asset_key == table.change_log_key:
+            results = [
+                quiet_coverage_result(table, lsn_range),
+                chain_result(table, lsn_range, ranges, sync[table].snapshot, retired),
+            ]
+            for result in results:
+                context.log_event(_evaluation(result, partition))
+        else:
+            at_end = at_chain_end_result(table, lsn_range.hi.hex, chain_end(ranges))
+            context.log_event(_evaluation(at_end, None))
+
+
+def _evaluation(result: AssetCheckResult, partition: str | None) -> AssetCheckEvaluation:
+    """``result`` as an event a step may log for a check outside its selection."""
+    assert result.asset_key is not None and result.check_name is not None
+    return AssetCheckEvaluation(
+        asset_key=result.asset_key,
+        check_name=result.check_name,
+        passed=result.passed,
+        metadata=result.metadata,
+        severity=result.severity,
+        description=result.description,
+        partition=partition,
+    )
 
 
 def _not_written(table: Table, why: str) -> Output:

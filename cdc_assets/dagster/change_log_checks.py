@@ -179,6 +179,18 @@ def schema_change_result(
     )
 
 
+def quiet_coverage_result(table: Table, lsn_range: LsnRange) -> AssetCheckResult:
+    """``coverage`` of a range recorded quiet: no change rows in it, counted while the validity
+    interval held it (:mod:`.quiet_ranges`)."""
+    return AssetCheckResult(
+        asset_key=table.change_log_key,
+        check_name=COVERAGE,
+        passed=True,
+        description="quiet: no change rows in the range, counted inside the validity interval",
+        metadata={"lo_plus_1": lsn_range.first.hex, "hi": lsn_range.hi.hex},
+    )
+
+
 def coverage_result(table: Table, properties: dict[str, Any]) -> AssetCheckResult:
     coverage = properties.get("coverage")
     if coverage is None:  # the snapshot starts the coverage of the chain

@@ -94,6 +94,22 @@ def snapshot_output(
     return StoredFrame(df, finalize, metadata)
 
 
+def quiet_range_metadata(conn: DbapiConnection, lsn_range: LsnRange) -> dict[str, Any]:
+    """What a quiet table's change-log report shows of its range, as a written range shows it
+    (commit times, transactions, lag; 0 rows of each operation): a range is found by commit
+    time in any table's partitions."""
+    stats = range_stats(conn, lsn_range)
+    lag = (_server_now(conn) - stats.last_commit).total_seconds() if stats.last_commit else None
+    first = stats.first_commit.isoformat() if stats.first_commit else None
+    last = stats.last_commit.isoformat() if stats.last_commit else None
+    return {
+        "commit_time_range": f"{first} .. {last}",
+        "transactions": stats.transactions,
+        **operation_counts({}),
+        "lag_seconds": MetadataValue.float(float(lag or 0.0)),
+    }
+
+
 def range_output(
     spark: SparkSession,
     source: Source,

@@ -46,7 +46,11 @@ CAPTURE_WAIT_SECONDS = 120.0
 
 def _at_chain_end(source: Source, table: Table, end: Lsn | None) -> AssetCheckResult:
     state = mirror_state(source, table) or {}
-    at = state.get("lsn")
+    return at_chain_end_result(table, state.get("lsn"), end)
+
+
+def at_chain_end_result(table: Table, at: str | None, end: Lsn | None) -> AssetCheckResult:
+    """``at_chain_end`` for a mirror at ``at`` (an LSN's hex, None before its first build)."""
     passed = end is not None and at == end.hex
     return AssetCheckResult(
         asset_key=table.mirror_key,

@@ -25,8 +25,9 @@ finds it behind and sends it a run of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from dagster import AssetMaterialization, MetadataValue
 
@@ -105,22 +106,25 @@ def record_quiet(
     quiet: Sequence[Table],
     lsn_range: LsnRange,
     partition: str,
+    range_metadata: Callable[[], Mapping[str, Any]],
 ) -> tuple[dict[Table, TableSync], list[AssetMaterialization]]:
     """The sync state rows of the ``quiet`` tables moved to ``hi``, and what Dagster hears of
     them: in a source of at most :data:`REPORT_EVERY_RANGE_UP_TO` tables, the range of each
     (change log and mirror: 0 rows, quiet), so every partition shows materialized; in a larger
     one, a quiet mirror when Dagster has not heard of it for a while (a source of a thousand
-    tables would otherwise log thousands of events per range)."""
+    tables would otherwise log thousands of events per range). ``range_metadata``: what the
+    change-log reports show of the range (asked once, when there are any)."""
     updates: dict[Table, TableSync] = {}
     reports: list[AssetMaterialization] = []
     moment = now()
     every_range = len(source.tables) <= REPORT_EVERY_RANGE_UP_TO
     due = set(quiet) if every_range else _due(source, sync, quiet, moment)
+    shown = dict(range_metadata()) if every_range and quiet else {}
     for table in quiet:
         row = sync[table]
         reported = row.reported_at
         if every_range:
-            reports.append(_change_log_report(table, lsn_range, partition))
+            reports.append(_change_log_report(table, lsn_range, partition, shown))
         if table in due:
             reports.append(_report(table, row, lsn_range, partition))
             reported = moment
@@ -138,7 +142,9 @@ def _due(source: Source, sync: SourceSync, quiet: Sequence[Table], moment: float
     return set(waiting[:REPORTS_PER_RANGE])
 
 
-def _change_log_report(table: Table, lsn_range: LsnRange, partition: str) -> AssetMaterialization:
+def _change_log_report(
+    table: Table, lsn_range: LsnRange, partition: str, shown: Mapping[str, Any]
+) -> AssetMaterialization:
     return AssetMaterialization(
         asset_key=table.change_log_key,
         partition=partition,
@@ -148,6 +154,7 @@ def _change_log_report(table: Table, lsn_range: LsnRange, partition: str) -> Ass
             "dagster/row_count": 0,
             "quiet": True,
             "lsn_range": f"({lsn_range.lo.hex}, {lsn_range.hi.hex}]",
+            **shown,
         },
     )
 

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import DagsterInstance
+from dagster import AssetCheckKey, DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
 from cdc_assets.dagster import change_log_outputs
+from cdc_assets.dagster.health_checks import CAPTURE_HEALTH
 from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.mirror_checks import AT_CHAIN_END
+from cdc_assets.dagster.names import CHAIN, COVERAGE
 from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.emulator.workload import DEMO_TABLES
 from cdc_assets.lsn import LsnRange
@@ -96,6 +99,31 @@ def test_a_range_runs_only_the_tables_that_changed(
     assert set(reported) == {k for t in quiet for k in (t.change_log_key, t.mirror_key)}
     assert all(m.partition == key for m in reported.values())
     assert all(reported[t.change_log_key].metadata["dagster/row_count"].value == 0 for t in quiet)
+    # the range reads as a written one does: found by commit time in any table's partitions
+    shown = reported[quiet[0].change_log_key].metadata
+    assert shown["transactions"].value == 1 and shown["rows_update_after"].value == 0, shown
+    assert (
+        ".." in shown["commit_time_range"].value and "None" not in shown["commit_time_range"].value
+    )
+    # ... with their checks' results in the same run: the UI shows a check passed only when its
+    # latest result is for the asset's latest materialization
+    quiet_checks = {
+        AssetCheckKey(key, name)
+        for t in quiet
+        for key, name in [
+            (t.change_log_key, COVERAGE),
+            (t.change_log_key, CHAIN),
+            (t.change_log_key, CAPTURE_HEALTH),  # a source-wide check, in every range run
+            (t.mirror_key, AT_CHAIN_END),
+        ]
+    }
+    evaluated = {e.asset_check_key: e for e in result.get_asset_check_evaluations()}
+    assert quiet_checks <= set(evaluated), set(evaluated)
+    assert all(evaluated[k].passed for k in quiet_checks), [evaluated[k] for k in quiet_checks]
+    for check_key in quiet_checks:
+        (latest,) = instance.event_log_storage.get_asset_check_execution_history(check_key, 1)
+        shown = instance.get_latest_materialization_event(check_key.asset_key)
+        assert shown is not None and latest.run_id == shown.run_id == result.run_id, check_key
     harness.assert_mirrors_equal_source()
     # the sensor sees every table at the chain's end: nothing to catch up, nothing to run
     assert not harness.tick().run_requests
