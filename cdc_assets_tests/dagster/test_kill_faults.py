@@ -46,7 +46,7 @@ from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.names import PARTITION_TAG, SOURCE_TAG
 from cdc_assets.dagster.source import load_source
-from cdc_assets.emulator.workload import create_demo_database
+from cdc_assets.emulator.workload import DEMO_TABLES, create_demo_database
 from cdc_assets.lsn import LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.asset_store import PARTITION_COLUMN, AssetStore
@@ -83,7 +83,10 @@ def setup(
 ) -> Iterator[tuple[SyncHarness, dict[str, Any], DagsterInstance]]:
     db = tmp_path / "source.db"
     conn = emulator.connect(str(db), autocommit=True)
-    workload = create_demo_database(conn, seed=7, rows_per_table=20, polling_interval=None)
+    # three tables: one the run completes before the kill point, the one it dies in, one after
+    workload = create_demo_database(
+        conn, seed=7, rows_per_table=20, tables=DEMO_TABLES[:3], polling_interval=None
+    )
     emulator.scan(db)
     raw = _config(tmp_path, db)
     config = parse_config(raw, base_dir=tmp_path, origin="test config")

@@ -108,10 +108,22 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path
         if value:
             return value
         time.sleep(0.5)
-    tail = log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
-    raise AssertionError(
-        f"timed out after {timeout:.0f} s waiting for {what}; dagster dev log:\n{tail}"
-    )
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; {log_tail(log)}")
+
+
+# The daemons' lines of every tick: they crowd the runs' events out of a log's tail.
+_TICK_LINES = ("dagster.daemon.AssetDaemon", "Checking for new runs", "QueuedRunCoordinatorDaemon")
+
+
+def log_tail(log: Path, chars: int = 6000) -> str:
+    """The runs' events and the daemons' decisions at the end of ``log`` (ticks left out),
+    then its last lines as they are."""
+    if not log.exists():
+        return "(no dagster dev log)"
+    lines = log.read_text(errors="replace").splitlines()
+    events = "\n".join(line for line in lines if not any(t in line for t in _TICK_LINES))
+    last = "\n".join(lines[-8:])
+    return f"dagster dev log without ticks:\n{events[-chars:]}\n... its last lines:\n{last}"
 
 
 @dataclass

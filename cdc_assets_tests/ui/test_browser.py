@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,48 @@ def _write(db: Path, transactions: int) -> None:
         conn.close()
 
 
+def _aggregated(home: Path) -> bool:
+    """daily_orders has been materialized by its automation condition."""
+    return any(
+        r.tags.get("dagster/sensor_name") == "examples_automation"
+        and r.status == DagsterRunStatus.SUCCESS
+        for r in _runs(home)
+    )
+
+
+def _syncing(home: Path) -> bool:
+    """A run of the sync sensor is queued or in progress."""
+    return any(
+        r.tags.get("dagster/sensor_name") == "demo_sync_sensor" and not r.is_finished
+        for r in _runs(home)
+    )
+
+
+_TOUCH_EVERY = 15.0  # seconds between two changes of dbo.orders while the test waits
+_touched: dict[Path, float] = {}
+
+
+def _touch_orders(db: Path) -> bool:
+    """Change one row of dbo.orders, at most every ``_TOUCH_EVERY`` seconds (the capture agent
+    running takes it to the mirror); always False, to keep a probe polling."""
+    if time.monotonic() - _touched.get(db, 0.0) < _TOUCH_EVERY:
+        return False
+    _touched[db] = time.monotonic()
+    conn = emulator.connect(str(db), autocommit=True)
+    try:
+        cursor = conn.cursor()
+        cursor.execute("SELECT MIN([order_id]) FROM [dbo].[orders]")
+        (first,) = cursor.fetchone()
+        cursor.execute(
+            "UPDATE [dbo].[orders] SET [comment] = ? WHERE [order_id] = ?",
+            f"touched at {time.time():.0f}",
+            first,
+        )
+    finally:
+        conn.close()
+    return False
+
+
 def _cleanup_past_chain(db: Path, instance_name: str) -> None:
     """Capture everything, then let cleanup remove every change of ``instance_name`` below the
     new max LSN: the next range cannot be read for that table."""
@@ -190,6 +233,12 @@ def _group_colours(page: Any) -> dict[str, dict[str, int]]:
     return found
 
 
+def _both_groups(page: Any) -> dict[str, dict[str, int]]:
+    """The group colours once both groups show theirs; {} before."""
+    colours = _group_colours(page)
+    return colours if set(colours) == {"cdc_demo", "analytics"} else {}
+
+
 def _catalog_statuses(page: Any) -> dict[str, str]:
     """The catalog's rows: asset key (as the row links it) -> the status cell's text, with each
     partition icon written as its name (``partition_failure 0``...)."""
@@ -216,14 +265,30 @@ def _catalog_statuses(page: Any) -> dict[str, str]:
     return {href.removeprefix("/assets/"): text for href, text in rows}
 
 
+_LOADING = ("Loading", "—")  # what a status shows until its query has answered
+LOAD_SECONDS = 60.0  # a loaded machine (CI: another test worker beside) answers slowly
+
+
+def _loaded(page: Any, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``read()`` of the page once every value shows loaded data (no placeholder), or as it
+    is after :data:`LOAD_SECONDS`."""
+    deadline = time.monotonic() + LOAD_SECONDS
+    page.wait_for_timeout(1000)
+    while True:
+        found = read()
+        loading = any(p in str(v) for v in found.values() for p in _LOADING)
+        if (found and not loading) or time.monotonic() > deadline:
+            return found
+        page.wait_for_timeout(1000)
+
+
 def _catalog(page: Any, dev: DagsterDev) -> dict[str, str]:
     """The catalog's statuses, all rows in view (its table renders only the rows it shows)."""
     page.set_viewport_size({"width": 1600, "height": 2000})
     try:
         page.goto(f"{dev.url}/assets")
         page.get_by_text("Asset name", exact=True).filter(visible=True).first.wait_for()
-        page.wait_for_timeout(2000)
-        return _catalog_statuses(page)
+        return _loaded(page, lambda: _catalog_statuses(page))
     finally:
         page.set_viewport_size({"width": 1600, "height": 1000})
 
@@ -241,8 +306,7 @@ def _healthy(page: Any, dev: DagsterDev, seen: dict[str, Any]) -> dict[str, Any]
     was not green goes into ``seen``)."""
     page.goto(f"{dev.url}/asset-groups")
     page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
-    page.wait_for_timeout(2000)
-    colours = _group_colours(page)
+    colours = _loaded(page, lambda: _both_groups(page))
     statuses = _catalog(page, dev)
     green_groups = set(colours) == {"cdc_demo", "analytics"} and all(
         set(c) == {"green"} for c in colours.values()
@@ -342,19 +406,27 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
                 240,
                 dev.log,
             )
-            health = _launch(dev, "demo_health")
-            ran = wait_for("the health run", lambda: _finished(home, health), 240, dev.log)
-            assert ran.status == DagsterRunStatus.SUCCESS, ran.status
+            # daily_orders runs once a minute if its mirror moved after the minute began (a
+            # range that ended just before it does not count): orders keep changing meanwhile.
             wait_for(
                 "daily_orders materialized by its automation condition",
-                lambda: any(
-                    r.tags.get("dagster/sensor_name") == "examples_automation"
-                    and r.status == DagsterRunStatus.SUCCESS
-                    for r in _runs(home)
-                ),
+                lambda: _aggregated(home) or _touch_orders(db),
                 240,
                 dev.log,
             )
+            # Once the last range is applied, the health job (what its 5-minute schedule does)
+            # checks the mirrors as they are: then every check shown is for the latest state.
+            last = _captured_max_lsn(db)
+            wait_for(
+                "the range run that brings the last change",
+                lambda: _range_run_reaching(dev, last),
+                240,
+                dev.log,
+            )
+            wait_for("the sync to go quiet", lambda: not _syncing(home), 240, dev.log)
+            health = _launch(dev, "demo_health")
+            ran = wait_for("the health run", lambda: _finished(home, health), 240, dev.log)
+            assert ran.status == DagsterRunStatus.SUCCESS, ran.status
             seen: dict[str, Any] = {}
             try:
                 green = wait_for(
