@@ -94,20 +94,32 @@ def snapshot_output(
     return StoredFrame(df, finalize, metadata)
 
 
-def quiet_range_metadata(conn: DbapiConnection, lsn_range: LsnRange) -> dict[str, Any]:
-    """What a quiet table's change-log report shows of its range, as a written range shows it
-    (commit times, transactions, lag; 0 rows of each operation): a range is found by commit
-    time in any table's partitions."""
+def _range_times(conn: DbapiConnection, lsn_range: LsnRange) -> dict[str, Any]:
+    """The range's transactions, first and last commit time and lag (kept with a range)."""
     stats = range_stats(conn, lsn_range)
     lag = (_server_now(conn) - stats.last_commit).total_seconds() if stats.last_commit else None
-    first = stats.first_commit.isoformat() if stats.first_commit else None
-    last = stats.last_commit.isoformat() if stats.last_commit else None
     return {
-        "commit_time_range": f"{first} .. {last}",
         "transactions": stats.transactions,
-        **operation_counts({}),
-        "lag_seconds": MetadataValue.float(float(lag or 0.0)),
+        "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
+        "last_commit": stats.last_commit.isoformat() if stats.last_commit else None,
+        "lag_seconds": lag,
     }
+
+
+def _range_metadata(times: dict[str, Any], operations: dict[str, int]) -> dict[str, Any]:
+    """How a range reads in Dagster: commit times, transactions, rows per operation, lag."""
+    return {
+        "commit_time_range": f"{times['first_commit']} .. {times['last_commit']}",
+        "transactions": times["transactions"],
+        **operation_counts(operations),
+        "lag_seconds": MetadataValue.float(float(times["lag_seconds"] or 0.0)),
+    }
+
+
+def quiet_range_metadata(conn: DbapiConnection, lsn_range: LsnRange) -> dict[str, Any]:
+    """What a quiet table's change-log report shows of its range, as a written range shows it
+    (0 rows of each operation): a range is found by commit time in any table's partitions."""
+    return _range_metadata(_range_times(conn, lsn_range), {})
 
 
 def range_output(
@@ -152,9 +164,7 @@ def range_output(
             for c in get_source_columns(conn, table.schema, table.name)
             if c.name not in captured
         ]
-        stats = range_stats(conn, lsn_range)
-        now = _server_now(conn)
-        lag = (now - stats.last_commit).total_seconds() if stats.last_commit else None
+        times = _range_times(conn, lsn_range)
         return {
             "kind": "range",
             "capture_instance": instance.name,
@@ -165,10 +175,7 @@ def range_output(
             "read_from": read_range.lo.hex if read_range is not None else lsn_range.hi.hex,
             "rows": sum(operations.values()),
             "operations": operations,
-            "transactions": stats.transactions,
-            "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
-            "last_commit": stats.last_commit.isoformat() if stats.last_commit else None,
-            "lag_seconds": lag,
+            **times,
             "read_at": dt.datetime.now(dt.UTC).isoformat(),
             "columns_not_captured": not_captured,
             "coverage": {
@@ -183,10 +190,7 @@ def range_output(
         return {
             "dagster/row_count": p["rows"],
             "lsn_range": f"({p['lo']}, {p['hi']}]",
-            "commit_time_range": f"{p['first_commit']} .. {p['last_commit']}",
-            "transactions": p["transactions"],
-            **operation_counts(p["operations"]),
-            "lag_seconds": MetadataValue.float(float(p["lag_seconds"] or 0.0)),
+            **_range_metadata(p, p["operations"]),
             "capture_instance": p["capture_instance"],
             "columns_not_captured": MetadataValue.text(
                 ", ".join(p["columns_not_captured"])
