@@ -159,19 +159,27 @@ def _touch_orders(db: Path) -> bool:
     if time.monotonic() - _touched.get(db, 0.0) < _TOUCH_EVERY:
         return False
     _touched[db] = time.monotonic()
+    _with_value(
+        db,
+        "SELECT MIN([order_id]) FROM [dbo].[orders]",
+        "UPDATE [dbo].[orders] SET [comment] = ? WHERE [order_id] = ?",
+        lambda first: (f"touched at {time.time():.0f}", first),
+    )
+    return False
+
+
+def _with_value(
+    db: Path, query: str, statement: str, params: Callable[[Any], tuple[Any, ...]]
+) -> None:
+    """Run ``statement`` with ``params`` of the one value ``query`` returns (one connection)."""
     conn = emulator.connect(str(db), autocommit=True)
     try:
         cursor = conn.cursor()
-        cursor.execute("SELECT MIN([order_id]) FROM [dbo].[orders]")
-        (first,) = cursor.fetchone()
-        cursor.execute(
-            "UPDATE [dbo].[orders] SET [comment] = ? WHERE [order_id] = ?",
-            f"touched at {time.time():.0f}",
-            first,
-        )
+        cursor.execute(query)
+        (value,) = cursor.fetchone()
+        cursor.execute(statement, *params(value))
     finally:
         conn.close()
-    return False
 
 
 def _cleanup_past_chain(db: Path, instance_name: str) -> None:
@@ -179,19 +187,13 @@ def _cleanup_past_chain(db: Path, instance_name: str) -> None:
     new max LSN: the next range cannot be read for that table."""
     while emulator.scan(db) > 0:
         pass
-    conn = emulator.connect(str(db), autocommit=True)
-    try:
-        cursor = conn.cursor()
-        cursor.execute("SELECT sys.fn_cdc_get_max_lsn()")
-        (maximum,) = cursor.fetchone()
-        cursor.execute(
-            "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
-            "@threshold = 5000",
-            instance_name,
-            maximum,
-        )
-    finally:
-        conn.close()
+    _with_value(
+        db,
+        "SELECT sys.fn_cdc_get_max_lsn()",
+        "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
+        "@threshold = 5000",
+        lambda maximum: (instance_name, maximum),
+    )
 
 
 def _launch(dev: DagsterDev, job: str) -> str:
