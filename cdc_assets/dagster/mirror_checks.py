@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import (
+    CaptureNotReady,
     SnapshotIsolationNotAllowed,
     SqlServerError,
     begin_exact_snapshot,
@@ -87,6 +88,25 @@ def _mirror_at(spark: SparkSession, source: Source, table: Table) -> tuple[Lsn, 
     return Lsn.parse(properties["lsn"]), rows
 
 
+def _wait_for_capture(source: Source, lsn: Lsn) -> None:
+    """Until the capture job has passed ``lsn`` (CaptureNotReady after CAPTURE_WAIT_SECONDS)."""
+    conn = source.connect()
+    try:
+        wait_for_max_lsn(conn, lsn, timeout_s=CAPTURE_WAIT_SECONDS)
+    finally:
+        conn.close()
+
+
+def _not_counted(table: Table, why: str) -> AssetCheckResult:
+    return AssetCheckResult(
+        asset_key=table.mirror_key,
+        check_name=RECONCILE,
+        passed=False,
+        severity=AssetCheckSeverity.WARN,
+        description=why,
+    )
+
+
 def _reconcile(
     source: Source, table: Table, snapshot_lsn: Lsn, count_at_s: int, mirror: tuple[Lsn, int]
 ) -> AssetCheckResult:
@@ -95,16 +115,9 @@ def _reconcile(
     try:
         ops: dict[int, int] = {}
         if snapshot_lsn > at:
-            wait_for_max_lsn(conn, snapshot_lsn, timeout_s=CAPTURE_WAIT_SECONDS)
             ops = count_changes(conn, table.instance, LsnRange(at, snapshot_lsn))
     except SqlServerError as exc:
-        return AssetCheckResult(
-            asset_key=table.mirror_key,
-            check_name=RECONCILE,
-            passed=False,
-            severity=AssetCheckSeverity.WARN,
-            description=f"could not count the changes after the mirror's LSN: {exc}",
-        )
+        return _not_counted(table, f"could not count the changes after the mirror's LSN: {exc}")
     finally:
         conn.close()
     expected = count_at_s - ops.get(INSERT, 0) + ops.get(DELETE, 0)
@@ -179,23 +192,26 @@ def build_mirror_checks(
             snapshot_lsn, counts = source_counts(source, reconciling)
         except (SnapshotIsolationNotAllowed, SqlServerError) as exc:
             for table in reconciling:
-                yield AssetCheckResult(
-                    asset_key=table.mirror_key,
-                    check_name=RECONCILE,
-                    passed=False,
-                    severity=AssetCheckSeverity.WARN,
-                    description=f"could not count the source at one LSN: {exc}",
-                )
+                yield _not_counted(table, f"could not count the source at one LSN: {exc}")
+            return
+        behind = [t for t in mirrors if mirrors[t][0] < snapshot_lsn]
+        try:
+            if behind:  # once for the source: the changes up to S must be captured to count
+                _wait_for_capture(source, snapshot_lsn)
+        except SqlServerError as exc:
+            why = (
+                f"the capture job has not passed the counted LSN {snapshot_lsn.hex} within "
+                f"{CAPTURE_WAIT_SECONDS:g} s, so the changes since the mirror cannot be counted: "
+                "is it running (capture_health tells)?"
+                if isinstance(exc, CaptureNotReady)
+                else f"could not count the changes since the mirror: {exc}"
+            )
+            for table in reconciling:
+                yield _not_counted(table, why)
             return
         for table in reconciling:
             if table not in mirrors:
-                yield AssetCheckResult(
-                    asset_key=table.mirror_key,
-                    check_name=RECONCILE,
-                    passed=False,
-                    severity=AssetCheckSeverity.WARN,
-                    description="the mirror has not been materialized yet",
-                )
+                yield _not_counted(table, "the mirror has not been materialized yet")
                 continue
             yield _reconcile(source, table, snapshot_lsn, counts[table], mirrors[table])
 

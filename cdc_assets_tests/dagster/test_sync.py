@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from dagster import (
+    AssetCheckSeverity,
     AssetKey,
     AssetSelection,
     DagsterEventType,
@@ -20,6 +21,7 @@ from dagster import (
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
+from cdc_assets.dagster import mirror_checks
 from cdc_assets.dagster.chain import range_partitions
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_state
 from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
@@ -245,6 +247,35 @@ def _run_mirror_checks(harness: SyncHarness) -> dict[tuple[str, str], bool]:
     with emulator.CaptureAgent(harness.db):  # reconcile waits for capture to pass its count
         result = harness.run_checks(AssetSelection.checks_for_assets(*mirrors))
     return _checks(result)
+
+
+def test_reconcile_with_capture_stopped_waits_once_for_the_source(
+    harness: SyncHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Capture stopped while the mirrors are behind the count's LSN: one wait for the source
+    (not one per table), then every ``reconcile`` warns that capture has not passed it."""
+    harness.sync()
+    harness.next_range()  # the mirrors are built by their first range
+    for _ in range(6):  # written, not captured: the count's LSN is past the max LSN
+        harness.workload.step()
+    waits: list[float] = []
+    real_wait = mirror_checks.wait_for_max_lsn
+
+    def wait(conn: Any, target: Lsn, *, timeout_s: float, **kw: Any) -> Lsn:
+        waits.append(timeout_s)
+        return real_wait(conn, target, timeout_s=timeout_s, **kw)
+
+    monkeypatch.setattr(mirror_checks, "wait_for_max_lsn", wait)
+    monkeypatch.setattr(mirror_checks, "CAPTURE_WAIT_SECONDS", 1.0)
+    mirrors = [t.mirror_key for t in harness.source.tables]
+    result = harness.run_checks(AssetSelection.checks_for_assets(*mirrors))
+    reconciled = [e for e in result.get_asset_check_evaluations() if e.check_name == "reconcile"]
+    assert len(reconciled) == len(harness.source.tables) > 1
+    assert waits == [1.0], [e.description for e in reconciled]
+    for evaluation in reconciled:
+        assert not evaluation.passed
+        assert evaluation.severity == AssetCheckSeverity.WARN
+        assert "capture job has not passed" in (evaluation.description or ""), evaluation
 
 
 def test_reconcile_counts_the_source_at_the_mirror_lsn(
