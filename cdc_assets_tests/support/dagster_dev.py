@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from dagster import DagsterInstance, RunsFilter
 
 from cdc_assets_tests.support.net import free_port
 
@@ -108,14 +109,70 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path
         if value:
             return value
         time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; {log_tail(log)}")
+    raise AssertionError(
+        f"timed out after {timeout:.0f} s waiting for {what}; {unfinished_runs(log.parent)}"
+        f"{log_tail(log)}"
+    )
 
 
 # The daemons' lines of every tick: they crowd the runs' events out of a log's tail.
-_TICK_LINES = ("dagster.daemon.AssetDaemon", "Checking for new runs", "QueuedRunCoordinatorDaemon")
+_TICK_LINES = (
+    "dagster.daemon.AssetDaemon",
+    "Checking for new runs",
+    "QueuedRunCoordinatorDaemon",
+    "skipped: run",
+)
+PY_SPY = Path(sys.executable).with_name("py-spy")
 
 
-def log_tail(log: Path, chars: int = 6000) -> str:
+def unfinished_runs(tmp: Path, events: int = 12) -> str:
+    """Each run not finished in the instance ``tmp/dagster_home``: its last events, and where
+    its process stands (``py-spy dump`` of the run worker), so a hung run says where it hangs."""
+    home = tmp / "dagster_home"
+    if not (home / "dagster.yaml").exists():
+        return ""
+    out = []
+    with DagsterInstance.from_config(str(home)) as instance:
+        for record in instance.get_run_records(RunsFilter(), limit=20):
+            run = record.dagster_run
+            if run.is_finished:
+                continue
+            out.append(f"run {run.run_id} of {run.job_name} {run.status.value} {run.tags}:")
+            for entry in instance.all_logs(run.run_id)[-events:]:
+                kind = entry.dagster_event.event_type_value if entry.dagster_event else "log"
+                out.append(
+                    f"  {time.strftime('%H:%M:%S', time.gmtime(entry.timestamp))} "
+                    f"{entry.step_key or ''} {kind} {entry.user_message[:160]}"
+                )
+            out.extend(_stacks(run.run_id))
+    return "\n".join(out) + "\n" if out else "no run in progress\n"
+
+
+def _stacks(run_id: str) -> list[str]:
+    """``py-spy dump`` of the processes whose command line names ``run_id``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if run_id not in cmdline or not PY_SPY.exists():
+            continue
+        dump = subprocess.run(
+            [str(PY_SPY), "dump", "--pid", entry.name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        out.append(f"  py-spy dump of {entry.name} ({cmdline[:100]}):")
+        out.extend(f"    {line}" for line in (dump.stdout + dump.stderr).splitlines()[:80])
+    return out
+
+
+def log_tail(log: Path, chars: int = 3000) -> str:
     """The runs' events and the daemons' decisions at the end of ``log`` (ticks left out),
     then its last lines as they are."""
     if not log.exists():
