@@ -138,38 +138,32 @@ def unfinished_runs(tmp: Path, events: int = 12) -> str:
             if run.is_finished:
                 continue
             out.append(f"run {run.run_id} of {run.job_name} {run.status.value} {run.tags}:")
-            for entry in instance.all_logs(run.run_id)[-events:]:
+            logs = instance.all_logs(run.run_id)
+            for entry in logs[-events:]:
                 kind = entry.dagster_event.event_type_value if entry.dagster_event else "log"
                 out.append(
                     f"  {time.strftime('%H:%M:%S', time.gmtime(entry.timestamp))} "
                     f"{entry.step_key or ''} {kind} {entry.user_message[:160]}"
                 )
-            out.extend(_stacks(run.run_id))
+            for pid in sorted({e.pid for e in logs if e.pid}):  # the run worker (and steps')
+                out.extend(_stack(pid))
     return "\n".join(out) + "\n" if out else "no run in progress\n"
 
 
-def _stacks(run_id: str) -> list[str]:
-    """``py-spy dump`` of the processes whose command line names ``run_id``."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if run_id not in cmdline or not PY_SPY.exists():
-            continue
-        dump = subprocess.run(
-            [str(PY_SPY), "dump", "--pid", entry.name],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        out.append(f"  py-spy dump of {entry.name} ({cmdline[:100]}):")
-        out.extend(f"    {line}" for line in (dump.stdout + dump.stderr).splitlines()[:80])
-    return out
+def _stack(pid: int) -> list[str]:
+    """``py-spy dump`` of process ``pid`` (its Python threads' stacks), if it still runs."""
+    if not PY_SPY.exists() or not Path(f"/proc/{pid}").exists():
+        return []
+    dump = subprocess.run(
+        [str(PY_SPY), "dump", "--pid", str(pid)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return [f"  py-spy dump of {pid}:"] + [
+        f"    {line}" for line in (dump.stdout + dump.stderr).splitlines()[:80]
+    ]
 
 
 def log_tail(log: Path, chars: int = 3000) -> str:

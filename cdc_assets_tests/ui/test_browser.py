@@ -149,6 +149,9 @@ def _syncing(home: Path) -> bool:
     )
 
 
+# How long a wait for a run may take: a range run of the five tables takes ~25 s on an idle
+# 2-core machine, and minutes beside another test's Spark (measured: its change logs alone 2m55s).
+RUN_WAIT = 600
 _TOUCH_EVERY = 15.0  # seconds between two changes of dbo.orders while the test waits
 _touched: dict[Path, float] = {}
 
@@ -394,7 +397,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
         wait_for(
             "the sensor's snapshot run",
             lambda: _run_with(dev, DagsterRunStatus.SUCCESS, "snapshot"),
-            240,
+            RUN_WAIT,
             dev.log,
         )
         # Capture runs meanwhile, as in the demo: reconcile waits for it, and the health
@@ -405,7 +408,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             wait_for(
                 "the range run that brings the writes",
                 lambda: _range_run_reaching(dev, written),
-                240,
+                RUN_WAIT,
                 dev.log,
             )
             # daily_orders runs once a minute if its mirror moved after the minute began (a
@@ -413,7 +416,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             wait_for(
                 "daily_orders materialized by its automation condition",
                 lambda: _aggregated(home) or _touch_orders(db),
-                240,
+                RUN_WAIT,
                 dev.log,
             )
             # Once the last range is applied, the health job (what its 5-minute schedule does)
@@ -422,17 +425,20 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             wait_for(
                 "the range run that brings the last change",
                 lambda: _range_run_reaching(dev, last),
-                240,
+                RUN_WAIT,
                 dev.log,
             )
-            wait_for("the sync to go quiet", lambda: not _syncing(home), 240, dev.log)
+            wait_for("the sync to go quiet", lambda: not _syncing(home), RUN_WAIT, dev.log)
             health = _launch(dev, "demo_health")
-            ran = wait_for("the health run", lambda: _finished(home, health), 240, dev.log)
+            ran = wait_for("the health run", lambda: _finished(home, health), RUN_WAIT, dev.log)
             assert ran.status == DagsterRunStatus.SUCCESS, ran.status
             seen: dict[str, Any] = {}
             try:
                 green = wait_for(
-                    "every group and asset green", lambda: _healthy(page, dev, seen), 180, dev.log
+                    "every group and asset green",
+                    lambda: _healthy(page, dev, seen),
+                    RUN_WAIT,
+                    dev.log,
                 )
             except AssertionError:
                 raise AssertionError(f"not green: {seen}") from None
@@ -453,7 +459,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
                 return len(checks) == 10 and all(a == b for a, b in checks)
 
             try:
-                wait_for("every check shown passed", all_passed, 180, dev.log)
+                wait_for("every check shown passed", all_passed, RUN_WAIT, dev.log)
             except AssertionError:
                 raise AssertionError(f"checks shown (passed, shown): {shown}") from None
             page.screenshot(path=artifacts / "00c-healthy-group-checks.png")
@@ -465,7 +471,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
         failed = wait_for(
             "the range run refused by coverage",
             lambda: _run_with(dev, DagsterRunStatus.FAILURE),
-            240,
+            RUN_WAIT,
             dev.log,
         )
 
@@ -583,7 +589,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             lambda: next(
                 (r for r in _runs(home) if r.run_id == launched.run_id and r.is_finished), None
             ),
-            240,
+            RUN_WAIT,
             dev.log,
         )
         assert finished.status == DagsterRunStatus.SUCCESS, finished.status
