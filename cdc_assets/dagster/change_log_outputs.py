@@ -1,20 +1,21 @@
 """What one change-log partition writes: the frame read from the source (the rows at the snapshot
-LSN, or the change rows of a range) and the properties published with it, computed from the
-written data after the write (row and operation counts, commit times, lag, and for a range the
-validity interval after the read that the ``coverage`` check judges)."""
+LSN, or the change rows of a range) and the properties published with it, computed after the
+write: a snapshot's row count from the written data; a range's rows per operation, commit times
+and lag from the source (queries, no Spark job), and the validity interval after the read that
+the ``coverage`` check judges."""
 
 import datetime as dt
 from typing import Any
 
 from dagster import Failure, MetadataValue
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import (
     CaptureInstance,
     SourceTable,
+    count_changes_unchecked,
     get_max_lsn,
     get_min_lsn,
     get_server_time,
@@ -52,9 +53,14 @@ def _server_now(conn: DbapiConnection) -> dt.datetime:
     return get_server_time(conn) or dt.datetime.now()
 
 
-def _operation_counts(written: DataFrame) -> dict[str, int]:
-    rows = written.groupBy(F.col("`__$operation`")).count().collect()
-    return {OPERATION_NAMES.get(int(r[0]), str(r[0])): int(r[1]) for r in rows}
+def _operation_counts(
+    conn: DbapiConnection, instance: CaptureInstance, read_range: LsnRange
+) -> dict[str, int]:
+    """Change rows per operation in ``read_range``: what the range's read returned, counted by
+    the source (one query, no Spark job) before the coverage check that proves cleanup removed
+    none of them."""
+    counts = count_changes_unchecked(conn, instance, read_range)
+    return {OPERATION_NAMES.get(op, str(op)): n for op, n in counts.items()}
 
 
 def snapshot_output(
@@ -144,6 +150,10 @@ def range_output(
         df = sqlserver_source.read_change_range(spark, settings, instance, read_range)
 
     def finalize(written: DataFrame) -> dict[str, Any]:
+        # counted by the source, then proven complete with the read by the check below
+        operations = (
+            {} if empty or read_range is None else _operation_counts(conn, instance, read_range)
+        )
         # After the rows are written, the range must still lie in the validity interval: if
         # cleanup moved the min LSN past lo + 1 during the read, rows may be missing.
         minimum = get_min_lsn(conn, instance.name)
@@ -156,8 +166,6 @@ def range_output(
             )
         if lsn_range.hi > maximum:
             reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
-        # one Spark job gives the row count too; none for a quiet table
-        operations = {} if empty else _operation_counts(written)
         captured = set(instance.column_names)
         not_captured = [
             c.name

@@ -26,6 +26,7 @@ from .changes import (
     changed_lsns,
     count_change_rows,
     count_changes,
+    count_changes_unchecked,
     read_changes,
     read_function_changes,
 )
@@ -124,6 +125,7 @@ __all__ = [
     "connection_factory",
     "count_change_rows",
     "count_changes",
+    "count_changes_unchecked",
     "count_rows",
     "database_info",
     "decrement_lsn",

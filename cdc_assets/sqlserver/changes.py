@@ -153,6 +153,14 @@ def count_changes(
     """Change rows per ``__$operation`` (1 delete, 2 insert, 3/4 update before/after) in the
     range, after the same validity check as :func:`read_changes`."""
     check_range_available(conn, instance.name, lsn_range)
+    return count_changes_unchecked(conn, instance, lsn_range)
+
+
+def count_changes_unchecked(
+    conn: DbapiConnection, instance: CaptureInstance, lsn_range: LsnRange
+) -> dict[int, int]:
+    """:func:`count_changes` without the validity check: the caller proves afterwards (min LSN
+    still at most ``lo + 1``) that cleanup removed nothing before the count."""
     rows = fetch_all(
         conn,
         COUNT_CHANGES_QUERY.format(change_table=instance.change_table),

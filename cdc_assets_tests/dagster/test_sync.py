@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from cdc_assets import emulator
 from cdc_assets.dagster import mirror_checks
 from cdc_assets.dagster.chain import range_partitions
+from cdc_assets.dagster.metadata import OPERATION_NAMES
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_state
 from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.dagster.source import Table
@@ -114,6 +115,11 @@ def test_materialize_snapshot_then_a_range(harness: SyncHarness) -> None:
         metadata = _materialized(ranged, table.change_log_key)
         assert metadata["lsn_range"].value == f"({lsn_range.lo.hex}, {lsn_range.hi.hex}]"
         total += metadata["dagster/row_count"].value
+        # rows per operation (counted by the source) are the stored rows'
+        stored = harness.source.store.read(harness.spark, table.change_log_key.path, lsn_range.key)
+        by_op = {int(r[0]): r[1] for r in stored.groupBy("`__$operation`").count().collect()}
+        for op, name in OPERATION_NAMES.items():
+            assert metadata[f"rows_{name}"].value == by_op.get(op, 0), (table, name, by_op)
         mirror = _materialized(ranged, table.mirror_key, lsn_range.key)
         assert mirror["mirror_lsn"].value == lsn_range.hi.hex
         recorded = _materialized(ranged, table.mirror_key, SNAPSHOT_PARTITION)
