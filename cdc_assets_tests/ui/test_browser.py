@@ -287,13 +287,18 @@ def _loaded(page: Any, read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         page.wait_for_timeout(1000)
 
 
+def _catalog_page(page: Any, dev: DagsterDev) -> dict[str, str]:
+    """The catalog open, its statuses loaded (not "Loading..."): the rows in view."""
+    page.goto(f"{dev.url}/assets")
+    page.get_by_text("Asset name", exact=True).filter(visible=True).first.wait_for()
+    return _loaded(page, lambda: _catalog_statuses(page))
+
+
 def _catalog(page: Any, dev: DagsterDev) -> dict[str, str]:
     """The catalog's statuses, all rows in view (its table renders only the rows it shows)."""
     page.set_viewport_size({"width": 1600, "height": 2000})
     try:
-        page.goto(f"{dev.url}/assets")
-        page.get_by_text("Asset name", exact=True).filter(visible=True).first.wait_for()
-        return _loaded(page, lambda: _catalog_statuses(page))
+        return _catalog_page(page, dev)
     finally:
         page.set_viewport_size({"width": 1600, "height": 1000})
 
@@ -447,8 +452,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
             page.wait_for_timeout(2000)
             page.screenshot(path=artifacts / "00a-healthy-global-lineage.png")
-            page.goto(f"{dev.url}/assets")
-            page.wait_for_timeout(2000)
+            _catalog_page(page, dev)
             page.screenshot(path=artifacts / "00b-healthy-catalog.png")
             # every check shown has a result and passed (once a health run the schedule may
             # have started meanwhile is done: checks in progress show no result)
@@ -495,8 +499,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
         # the other tables read and applied the range: they stay green
         for other in ("cdc/demo/dbo/customers_changes", "mirror/demo/dbo/customers_mirror"):
             assert _green_status(statuses[other]), statuses
-        page.goto(f"{dev.url}/assets")
-        page.get_by_text("Asset name", exact=True).filter(visible=True).first.wait_for()
+        _catalog_page(page, dev)
         page.screenshot(path=artifacts / "00e-broken-catalog.png")
         print({"broken": broken, "catalog": statuses})
 
