@@ -4,9 +4,9 @@ trusted self-signed certificate, the password in an environment variable), point
 emulator served over TDS. The Dagster definitions, the sensor and Spark (whose executors open
 their own driver connections) run exactly as in production; every mirror ends equal to its source.
 
-Few and small on purpose (CPU is scarce): one random concurrent workload per snapshot mode. The
-``harness`` fixture below gives test_sync.py's scenarios (gaps, schema changes) the same ODBC
-source; they are not imported here yet.
+Few and small on purpose (CPU is scarce): one random concurrent workload per snapshot mode, and
+test_sync.py's cleanup-gap and schema-change scenarios run unchanged on the ``harness`` fixture
+below, whose source is the same ODBC connection.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from cdc_assets.emulator.workload import DEMO_TABLES
 from cdc_assets.sqlserver import get_max_lsn
 from cdc_assets.sqlserver.connection import OdbcConnectionFactory
 from cdc_assets.tds_server import TdsServer
+from cdc_assets_tests.dagster import test_sync
 from cdc_assets_tests.dagster.conftest import SyncHarness, make_harness
 from cdc_assets_tests.support.tds import PASSWORD, PASSWORD_ENV, USER, odbc18_driver
 
@@ -60,7 +61,7 @@ def harness(
     return built
 
 
-@pytest.mark.parametrize(("seed", "mode"), [(21, "auto")])  # "fuzzy": not yet through TDS
+@pytest.mark.parametrize(("seed", "mode"), [(21, "auto"), (22, "fuzzy")])
 def test_random_workload_through_odbc18_ends_with_mirrors_equal_to_the_source(
     tmp_path: Path,
     spark: SparkSession,
@@ -101,4 +102,25 @@ def test_random_workload_through_odbc18_ends_with_mirrors_equal_to_the_source(
         for t in harness.source.tables
     }
     assert snapshot_modes == {"exact" if mode == "auto" else "fuzzy"}
-    assert source_server.connection_count >= 0
+    _assert_served_over_tls(source_server)
+
+
+def _assert_served_over_tls(server: TdsServer) -> None:
+    """The sync's connections were the driver's: TLS logins of the configured user."""
+    accepted = [a for a in server.login_attempts if a.accepted]
+    assert accepted, "no login reached the TDS server"
+    assert {(a.user, a.database, a.encryption) for a in accepted} == {(USER, server.database, 1)}
+
+
+def test_cleanup_gap_through_odbc18(harness: SyncHarness, source_server: TdsServer) -> None:
+    """Cleanup removes a range's changes before it is read: the table is re-snapshotted over
+    ODBC and every mirror ends equal to its source (test_sync.py's scenario)."""
+    test_sync.test_cleanup_gap_resnapshots_the_table_and_rebuilds_its_mirror(harness)
+    _assert_served_over_tls(source_server)
+
+
+def test_schema_change_through_odbc18(harness: SyncHarness, source_server: TdsServer) -> None:
+    """A column added with a second capture instance, discovered and read over ODBC: the table
+    switches to the new instance with exact values (test_sync.py's scenario)."""
+    test_sync.test_schema_change_switches_to_the_new_capture_instance(harness)
+    _assert_served_over_tls(source_server)
