@@ -64,6 +64,7 @@ from .change_log_checks import (
     unavailable_result,
 )
 from .change_log_outputs import (
+    RangeTimes,
     instance_for,
     quiet_range_metadata,
     range_output,
@@ -178,6 +179,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                     yield from (r for r in (refused, chained) if _key(r) in wanted)
                     return
                 clear_gap(spark, source, table, context.partition_key)
+                assert times is not None  # made with lsn_range
                 stored = range_output(
                     spark,
                     source,
@@ -186,6 +188,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                     lsn_range,
                     instance,
                     read_range,
+                    times,
                     quiet=changed.get(instance.name) == 0,
                 )
             source_event = _source_table_event(table, context.partition_key, changed, instance)
@@ -205,6 +208,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                 results.append(chain_result(table, lsn_range, ranges, snapshot, retired))
             yield from (r for r in results if _key(r) in wanted)
 
+        times = RangeTimes(lsn_range) if lsn_range is not None else None
         conn = source.connect()
         conns = ThreadConnections(source)
         try:
@@ -261,8 +265,9 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                 _record_snapshots(spark, source, written)
             else:
                 others = [t for t in source.tables if t not in selected]
+                assert times is not None
                 yield from _record_quiet_tables(
-                    context, spark, source, conn, catalog, others, (ranges, retired)
+                    context, spark, source, conn, catalog, others, (ranges, retired), times
                 )
             if failed and lsn_range is None:
                 # a snapshot run has no mirrors step to name them: it fails here
@@ -301,10 +306,12 @@ def _record_quiet_tables(
     catalog: dict[tuple[str, str], SourceTable],
     others: list[Table],
     chain: tuple[list[LsnRange], Lsn | None],
+    times: RangeTimes,
 ) -> Iterator[AssetMaterialization]:
     """The range for the tables this run does not work on, where they are quiet
     (:mod:`.quiet_ranges`): one sync-state write; their reports to Dagster, each with its
-    checks' results (``chain``: the ranges back to this one's start and the retired end)."""
+    checks' results (``chain``: the ranges back to this one's start and the retired end;
+    ``times``: the range's commit times, asked of the source once per run)."""
     if not others:
         return
     partition = context.partition_key
@@ -313,7 +320,7 @@ def _record_quiet_tables(
     sync = SourceSync.load(source)
     quiet = quiet_tables(conn, catalog, sync, others, lsn_range)
     updates, reports = record_quiet(
-        source, sync, quiet, lsn_range, partition, lambda: quiet_range_metadata(conn, lsn_range)
+        source, sync, quiet, lsn_range, partition, lambda: quiet_range_metadata(conn, times)
     )
     # rows read from the tables' own stores (none yet in the state) are written down too
     updates = {**{t: sync[t] for t in sync.missing}, **updates}

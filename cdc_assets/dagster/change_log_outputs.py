@@ -5,6 +5,7 @@ and lag from the source (queries, no Spark job), and the validity interval after
 the ``coverage`` check judges."""
 
 import datetime as dt
+import threading
 from typing import Any
 
 from dagster import Failure, MetadataValue
@@ -100,16 +101,28 @@ def snapshot_output(
     return StoredFrame(df, finalize, metadata)
 
 
-def _range_times(conn: DbapiConnection, lsn_range: LsnRange) -> dict[str, Any]:
-    """The range's transactions, first and last commit time and lag (kept with a range)."""
-    stats = range_stats(conn, lsn_range)
-    lag = (_server_now(conn) - stats.last_commit).total_seconds() if stats.last_commit else None
-    return {
-        "transactions": stats.transactions,
-        "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
-        "last_commit": stats.last_commit.isoformat() if stats.last_commit else None,
-        "lag_seconds": lag,
-    }
+class RangeTimes:
+    """The range's transactions, first and last commit time and lag (kept with a range): the
+    same for every table of the run, so asked of the source once, by the first table that needs
+    them (on that thread's connection), not once per changed table."""
+
+    def __init__(self, lsn_range: LsnRange) -> None:
+        self._range = lsn_range
+        self._lock = threading.Lock()
+        self._times: dict[str, Any] | None = None
+
+    def get(self, conn: DbapiConnection) -> dict[str, Any]:
+        with self._lock:
+            if self._times is None:
+                stats = range_stats(conn, self._range)
+                last = stats.last_commit
+                self._times = {
+                    "transactions": stats.transactions,
+                    "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
+                    "last_commit": last.isoformat() if last else None,
+                    "lag_seconds": (_server_now(conn) - last).total_seconds() if last else None,
+                }
+            return dict(self._times)
 
 
 def _range_metadata(times: dict[str, Any], operations: dict[str, int]) -> dict[str, Any]:
@@ -122,10 +135,10 @@ def _range_metadata(times: dict[str, Any], operations: dict[str, int]) -> dict[s
     }
 
 
-def quiet_range_metadata(conn: DbapiConnection, lsn_range: LsnRange) -> dict[str, Any]:
+def quiet_range_metadata(conn: DbapiConnection, times: RangeTimes) -> dict[str, Any]:
     """What a quiet table's change-log report shows of its range, as a written range shows it
     (0 rows of each operation): a range is found by commit time in any table's partitions."""
-    return _range_metadata(_range_times(conn, lsn_range), {})
+    return _range_metadata(times.get(conn), {})
 
 
 def range_output(
@@ -136,6 +149,7 @@ def range_output(
     lsn_range: LsnRange,
     instance: CaptureInstance,
     read_range: LsnRange | None,
+    times: RangeTimes,
     *,
     quiet: bool = False,
 ) -> StoredFrame:
@@ -172,7 +186,6 @@ def range_output(
             for c in get_source_columns(conn, table.schema, table.name)
             if c.name not in captured
         ]
-        times = _range_times(conn, lsn_range)
         return {
             "kind": "range",
             "capture_instance": instance.name,
@@ -183,7 +196,7 @@ def range_output(
             "read_from": read_range.lo.hex if read_range is not None else lsn_range.hi.hex,
             "rows": sum(operations.values()),
             "operations": operations,
-            **times,
+            **times.get(conn),
             "read_at": dt.datetime.now(dt.UTC).isoformat(),
             "columns_not_captured": not_captured,
             "coverage": {

@@ -31,6 +31,7 @@ from cdc_assets.emulator.workload import DEMO_TABLES
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import discover, get_max_lsn, get_min_lsn, plan_next_range
+from cdc_assets.sqlserver.ranges import RANGE_STATS_QUERY
 
 from .conftest import QUIET, SOURCE, SyncHarness, failure_text, make_harness
 
@@ -59,8 +60,11 @@ def _checks(result) -> dict[tuple[str, str], bool]:
     }
 
 
-def test_materialize_snapshot_then_a_range(harness: SyncHarness) -> None:
-    """``materialize(...)`` of the snapshot partition, then of one range, on a test instance."""
+def test_materialize_snapshot_then_a_range(
+    harness: SyncHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``materialize(...)`` of the snapshot partition, then of one range, on a test instance.
+    The range's commit times are asked of the source once for the run, not per table."""
     assets = list(harness.defs.assets or [])
     resources = dict(harness.defs.resources or {})
     partitions = partitions_name(SOURCE)
@@ -101,6 +105,14 @@ def test_materialize_snapshot_then_a_range(harness: SyncHarness) -> None:
     finally:
         conn.close()
     harness.instance.add_dynamic_partitions(partitions, [lsn_range.key])
+    sent: list[str] = []
+    original = emulator.Cursor.execute
+
+    def counting(cursor: emulator.Cursor, sql: str, *params: Any) -> Any:
+        sent.append(sql)
+        return original(cursor, sql, *params)
+
+    monkeypatch.setattr(emulator.Cursor, "execute", counting)
     ranged = materialize(
         assets,
         instance=harness.instance,
@@ -109,7 +121,14 @@ def test_materialize_snapshot_then_a_range(harness: SyncHarness) -> None:
         run_config=QUIET,
     )
     assert ranged.success, failure_text(ranged)
+    monkeypatch.undo()
     assert lsn_range.hi == maximum
+    assert sent.count(RANGE_STATS_QUERY) == 1, "commit times asked per table"
+    times = {
+        (m["transactions"].value, m["commit_time_range"].value)
+        for m in (_materialized(ranged, t.change_log_key) for t in harness.source.tables)
+    }
+    assert len(times) == 1 and next(iter(times))[0] > 0, times
     total = 0
     for table in harness.source.tables:
         metadata = _materialized(ranged, table.change_log_key)
