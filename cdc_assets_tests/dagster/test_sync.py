@@ -53,6 +53,19 @@ def _materialized(result, key: AssetKey, partition: str | None = None) -> dict:
     return events[0].event_specific_data.materialization.metadata
 
 
+def _record_queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements sent to the emulator from now on (in any thread of this process)."""
+    sent: list[str] = []
+    original = emulator.Cursor.execute
+
+    def recording(cursor: emulator.Cursor, sql: str, *params: Any) -> Any:
+        sent.append(sql)
+        return original(cursor, sql, *params)
+
+    monkeypatch.setattr(emulator.Cursor, "execute", recording)
+    return sent
+
+
 def _checks(result) -> dict[tuple[str, str], bool]:
     return {
         (e.asset_key.to_user_string(), e.check_name): e.passed
@@ -105,14 +118,7 @@ def test_materialize_snapshot_then_a_range(
     finally:
         conn.close()
     harness.instance.add_dynamic_partitions(partitions, [lsn_range.key])
-    sent: list[str] = []
-    original = emulator.Cursor.execute
-
-    def counting(cursor: emulator.Cursor, sql: str, *params: Any) -> Any:
-        sent.append(sql)
-        return original(cursor, sql, *params)
-
-    monkeypatch.setattr(emulator.Cursor, "execute", counting)
+    sent = _record_queries(monkeypatch)
     ranged = materialize(
         assets,
         instance=harness.instance,
@@ -437,14 +443,7 @@ def test_a_tick_sends_one_query_whatever_the_number_of_tables(
         harness.workload.step()
     harness.capture()
     harness.sync()
-    sent: list[str] = []
-    original = emulator.Cursor.execute
-
-    def counting(cursor: emulator.Cursor, sql: str, *params: Any) -> Any:
-        sent.append(sql)
-        return original(cursor, sql, *params)
-
-    monkeypatch.setattr(emulator.Cursor, "execute", counting)
+    sent = _record_queries(monkeypatch)
     data = harness.tick()
     assert not data.run_requests
     assert len(harness.source.tables) == 5
