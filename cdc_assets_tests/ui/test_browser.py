@@ -365,6 +365,37 @@ def _graph_nodes(page: Any) -> dict[str, float]:
     return found
 
 
+def _why_not_green(dev: DagsterDev) -> dict[str, list[str]]:
+    """What may make each asset red in the lineage's group boxes (the instance has no asset
+    health queries): checks whose latest execution did not succeed, a latest run that failed."""
+    nodes = dev.graphql(
+        "{ assetNodes { assetKey { path } assetChecksOrError { ... on AssetChecks { checks { "
+        "name executionForLatestMaterialization { status } } } } } }"
+    )["assetNodes"]
+    latest = dev.graphql(
+        "query($keys: [AssetKeyInput!]!) { assetsLatestInfo(assetKeys: $keys) { "
+        "assetKey { path } latestRun { id status } latestMaterialization { runId } } }",
+        {"keys": [{"path": n["assetKey"]["path"]} for n in nodes]},
+    )["assetsLatestInfo"]
+    found: dict[str, list[str]] = {}
+    for node in nodes:
+        for check in (node.get("assetChecksOrError") or {}).get("checks") or []:
+            status = (check.get("executionForLatestMaterialization") or {}).get("status")
+            if status != "SUCCEEDED":
+                found.setdefault("/".join(node["assetKey"]["path"]), []).append(
+                    f"check {check['name']}: {status}"
+                )
+    for info in latest:
+        run = info.get("latestRun") or {}
+        if run.get("status") == "FAILURE":
+            materialized = (info.get("latestMaterialization") or {}).get("runId") == run["id"]
+            found.setdefault("/".join(info["assetKey"]["path"]), []).append(
+                f"latest run {run['id'][:8]} failed"
+                + (" (materialized in it)" if materialized else " (not materialized in it)")
+            )
+    return found
+
+
 def _lineage(page: Any, dev: DagsterDev, depth: int) -> dict[str, float]:
     page.goto(
         f"{dev.url}/assets/{ORDERS['downstream']}?view=lineage&lineageScope=upstream"
@@ -501,7 +532,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             assert _green_status(statuses[other]), statuses
         _catalog_page(page, dev)
         page.screenshot(path=artifacts / "00e-broken-catalog.png")
-        print({"broken": broken, "catalog": statuses})
+        print({"broken": broken, "catalog": statuses, "why not green": _why_not_green(dev)})
 
         # 1. Lineage: each step upstream of the downstream asset adds the next node to the left.
         at_1 = _lineage(page, dev, 1)
