@@ -36,8 +36,7 @@ from cdc_assets.spark.asset_store import AssetStore, Published
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets.spark.session import use_in_this_thread, write_parallelism
 
-from .chain import ChainGap, SnapshotInfo, chain_end, ranges_covering, recent_ranges
-from .chain_end_check import as_evaluation, at_chain_end_result
+from .chain import ChainGap, SnapshotInfo, ranges_covering, recent_ranges
 from .change_log_state import snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
 from .metadata import (
@@ -337,12 +336,6 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
                 failed[done.table.qualified_name] = message
         # where the mirrors are now, for the sensor (after their commits: never ahead of them)
         sync.write(spark, updates)
-        # at_chain_end of every mirror of the run, also when one failed (see .chain_end_check)
-        end = chain_end(recent_ranges(context.instance, partitions.name))
-        for table in tables:
-            at = (updates[table] if table in updates else sync[table]).mirror_at
-            result = at_chain_end_result(table, at.hex if at is not None else None, end)
-            context.log_event(as_evaluation(result, None))
         if failed:
             raise Failure(
                 description=f"{len(failed)} of {len(context.selected_asset_keys)} mirrors left "
