@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from dagster import (
-    AssetCheckEvaluation,
     AssetCheckKey,
     AssetCheckResult,
     AssetCheckSeverity,
@@ -54,6 +53,7 @@ from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import SqlServerError
 
 from .chain import SnapshotInfo, chain_end, effective_range, recent_ranges, retired_through
+from .chain_end_check import as_evaluation, at_chain_end_result
 from .change_log_checks import (
     chain_result,
     change_log_check_specs,
@@ -73,7 +73,6 @@ from .change_log_outputs import (
 from .change_log_state import clear_gap, mark_gap, snapshot_info
 from .io_manager import commit, committed, is_source_level, table_error
 from .metadata import asset_tags, table_metadata
-from .mirror_checks import at_chain_end_result
 from .names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .quiet_ranges import quiet_tables, record_quiet
@@ -342,24 +341,10 @@ def _record_quiet_tables(
                 chain_result(table, lsn_range, ranges, sync[table].snapshot, retired),
             ]
             for result in results:
-                context.log_event(_evaluation(result, partition))
+                context.log_event(as_evaluation(result, partition))
         else:
             at_end = at_chain_end_result(table, lsn_range.hi.hex, chain_end(ranges))
-            context.log_event(_evaluation(at_end, None))
-
-
-def _evaluation(result: AssetCheckResult, partition: str | None) -> AssetCheckEvaluation:
-    """``result`` as an event a step may log for a check outside its selection."""
-    assert result.asset_key is not None and result.check_name is not None
-    return AssetCheckEvaluation(
-        asset_key=result.asset_key,
-        check_name=result.check_name,
-        passed=result.passed,
-        metadata=result.metadata,
-        severity=result.severity,
-        description=result.description,
-        partition=partition,
-    )
+            context.log_event(as_evaluation(at_end, None))
 
 
 def _not_written(table: Table, why: str) -> Output:

@@ -73,10 +73,11 @@ def source_definitions(source: Source) -> Definitions:
     )
     job = define_asset_job(
         sync_job_name(source.name),
-        # Every run evaluates the change logs' checks, then after the mirrors their
-        # cheap checks (at_chain_end, capture_health: a few catalog queries), so every check the
-        # UI shows has a current result; reconcile (an exact snapshot of the source to count its
-        # rows) runs with capture_health on the schedule below.
+        # Every run evaluates the change logs' checks, the mirrors step reports at_chain_end for
+        # its mirrors itself (:mod:`.chain_end_check`), capture_health follows (a few catalog
+        # queries), so every check the UI shows has a current result; reconcile (an exact
+        # snapshot of the source to count its rows) runs with capture_health on the schedule
+        # below. The at_chain_end check step stays in the job for "Execute checks".
         selection=AssetSelection.assets(change_logs, mirrors) - reconcile,
         tags={SOURCE_TAG: source.name},
         # Both steps in one process: one Spark session per run instead of one per step (a

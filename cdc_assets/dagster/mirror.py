@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetExecutionContext,
     AssetMaterialization,
     AssetOut,
@@ -36,7 +37,8 @@ from cdc_assets.spark.asset_store import AssetStore, Published
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets.spark.session import use_in_this_thread, write_parallelism
 
-from .chain import ChainGap, SnapshotInfo, ranges_covering, recent_ranges
+from .chain import ChainGap, SnapshotInfo, chain_end, ranges_covering, recent_ranges
+from .chain_end_check import as_evaluation, at_chain_end_result
 from .change_log_state import snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
 from .metadata import (
@@ -293,7 +295,9 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
         },
         required_resource_keys={"pyspark"},
     )
-    def mirrors(context: AssetExecutionContext) -> Iterator[Output | AssetMaterialization]:
+    def mirrors(
+        context: AssetExecutionContext,
+    ) -> Iterator[Output | AssetMaterialization | AssetCheckEvaluation]:
         lsn_range = parse_partition(context.partition_key)
         if lsn_range is None:
             context.log.info("mirrors move with range partitions; 'snapshot' has nothing to apply")
@@ -336,6 +340,13 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
                 failed[done.table.qualified_name] = message
         # where the mirrors are now, for the sensor (after their commits: never ahead of them)
         sync.write(spark, updates)
+        # at_chain_end of every mirror of the run, also when one failed (see .chain_end_check);
+        # yielded, not logged: events logged with context.log_event reach Dagster only with the
+        # step's next yield, and the Failure below would drop them
+        end = chain_end(recent_ranges(context.instance, partitions.name))
+        for table in tables:
+            at = (updates[table] if table in updates else sync[table]).mirror_at
+            yield as_evaluation(at_chain_end_result(table, at.hex if at else None, end), None)
         if failed:
             raise Failure(
                 description=f"{len(failed)} of {len(context.selected_asset_keys)} mirrors left "

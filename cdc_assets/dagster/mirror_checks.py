@@ -36,10 +36,10 @@ from cdc_assets.sqlserver import (
 )
 
 from .chain import chain_end, recent_ranges
+from .chain_end_check import AT_CHAIN_END, at_chain_end_result
 from .mirror import mirror_state
 from .source import Source, Table
 
-AT_CHAIN_END = "at_chain_end"
 RECONCILE = "reconcile"
 INSERT, DELETE = 2, 1
 CAPTURE_WAIT_SECONDS = 120.0
@@ -48,23 +48,6 @@ CAPTURE_WAIT_SECONDS = 120.0
 def _at_chain_end(source: Source, table: Table, end: Lsn | None) -> AssetCheckResult:
     state = mirror_state(source, table) or {}
     return at_chain_end_result(table, state.get("lsn"), end)
-
-
-def at_chain_end_result(table: Table, at: str | None, end: Lsn | None) -> AssetCheckResult:
-    """``at_chain_end`` for a mirror at ``at`` (an LSN's hex, None before its first build)."""
-    passed = end is not None and at == end.hex
-    return AssetCheckResult(
-        asset_key=table.mirror_key,
-        check_name=AT_CHAIN_END,
-        passed=passed,
-        severity=AssetCheckSeverity.WARN,
-        description="the mirror is at the end of the chain"
-        if passed
-        else f"the mirror is at {at or 'nothing yet'}, the chain ends at "
-        f"{end.hex if end else 'nothing yet'}: the sync sensor has a range to apply (or a failed "
-        "run to look at).",
-        metadata={"mirror_lsn": at or "none", "chain_end": end.hex if end else "none"},
-    )
 
 
 def source_counts(source: Source, tables: list[Table]) -> tuple[Lsn, dict[Table, int]]:

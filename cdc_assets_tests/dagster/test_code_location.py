@@ -184,8 +184,9 @@ def test_definitions_per_demo_table(demo_config: Path) -> None:
         assert checks == {"at_chain_end", "reconcile"}, mirror.to_user_string()
 
     job = defs.resolve_job_def(sync_job_name(SOURCE))
-    # The sync job runs the change logs (with their blocking checks), the mirrors, and the
-    # cheap checks (at_chain_end, capture_health); reconcile runs in the scheduled health job.
+    # The sync job runs the change logs (with their blocking checks), the mirrors (which report
+    # at_chain_end themselves; its step stays for "Execute checks") and capture_health; reconcile
+    # runs in the scheduled health job.
     assert {n.name for n in job.graph.nodes} == {
         f"{SOURCE}_change_logs",
         f"{SOURCE}_mirrors",

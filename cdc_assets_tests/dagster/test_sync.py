@@ -222,6 +222,17 @@ def test_failed_coverage_check_holds_back_its_mirror_only(harness: SyncHarness) 
     }
     assert victim.mirror_key not in moved, "the mirror moved although its coverage check failed"
     assert mirror_lsn(harness.source, victim) == at_before[victim.name]
+    # at_chain_end comes from the mirrors step itself, for each mirror of the run, also when the
+    # step fails for one: no check step is left unexecuted (the UI would show every mirror red)
+    assert not any(k.name == "at_chain_end" for k in request.asset_check_keys or [])
+    in_run = {k for k in request.asset_selection or [] if k.path[0] == "mirror"}
+    at_end = {
+        e.asset_key: e.passed
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == "at_chain_end" and e.asset_key in in_run
+    }
+    assert set(at_end) == in_run and len(in_run) > 1, (at_end, in_run)
+    assert {k for k, passed in at_end.items() if not passed} == {victim.mirror_key}, at_end
     state = mirror_state(harness.source, victim)
     assert state is not None and lsn_range.key not in state["applied_ranges"]
     others = [t for t in harness.source.tables if t != victim]
