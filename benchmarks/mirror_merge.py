@@ -7,7 +7,10 @@ vectors and Change Data Feed on, as the mirrors have) and new ranges of ``--chan
 table). For each (table, range) it times
 
 - merge: ``mirror_store.merge_keyed`` — the range's last change per key merged into the table,
-  committed with its properties — and the bytes it wrote (Delta's operation metrics);
+  committed with its properties — and the bytes it wrote (Delta's operation metrics). The mirror
+  is written as a snapshot's rebuild writes it (clustered by key in files of
+  ``key_clustering.ROWS_PER_FILE`` rows) and the MERGE gets the key condition that lets Delta
+  skip the files no change touches;
 - rewrite: ``mirror_merge.merge_keyed`` (current table ∪ changes, the last change per key wins)
   written whole as a new Delta version, and its bytes.
 
@@ -113,13 +116,18 @@ COLUMNS = ("id", "qty", "price", "name", "created", "active", "payload")
 
 
 def make_mirror(spark: SparkSession, store: AssetStore, key: list[str], rows: int) -> None:
-    mirror_store.rebuild(spark, store, key, table_frame(spark, rows), {"lsn": "0x" + "0" * 20})
+    """The mirror as a snapshot's rebuild writes it: clustered by key when it is large."""
+    frame = table_frame(spark, rows)
+    mirror_store.rebuild(
+        spark, store, key, frame, {"lsn": "0x" + "0" * 20}, rows, key_columns=["id"]
+    )
 
 
 def timed_merge(
-    spark: SparkSession, store: AssetStore, key: list[str], changes: DataFrame
+    spark: SparkSession, store: AssetStore, key: list[str], changes: DataFrame, table_rows: int
 ) -> tuple[float, int]:
-    """MERGE of the changes: seconds and bytes written (files and deletion vectors)."""
+    """MERGE of the changes (with the key condition a mirror of ``table_rows`` gets): seconds
+    and bytes written (files and deletion vectors)."""
     started = time.perf_counter()
     published = mirror_store.merge_keyed(
         spark,
@@ -129,6 +137,7 @@ def timed_merge(
         key_columns=["id"],
         snapshot_lsn=None,
         properties={"lsn": "0x" + "f" * 20},
+        target_rows=table_rows,
     )
     seconds = time.perf_counter() - started
     metrics = published.metrics
@@ -189,10 +198,10 @@ def main(argv: list[str] | None = None) -> int:
             make_mirror(spark, store, key, table_rows)
             print(f"  ({table_rows:,}-row mirror written in {time.perf_counter() - t0:.1f} s)")
             # warm-up: the first merge of a table pays for code generation and its log's state
-            timed_merge(spark, store, key, changes_frame(spark, 10, table_rows, 1))
+            timed_merge(spark, store, key, changes_frame(spark, 10, table_rows, 1), table_rows)
             for n in sizes:
                 changes = changes_frame(spark, n, table_rows, 10_000_000 + n).localCheckpoint()
-                merge_s, merge_b = timed_merge(spark, store, key, changes)
+                merge_s, merge_b = timed_merge(spark, store, key, changes, table_rows)
                 rewrite_s, rewrite_b = timed_rewrite(spark, store, key, changes)
                 results[(table_rows, n)] = (merge_s, merge_b, rewrite_s, rewrite_b)
                 print(

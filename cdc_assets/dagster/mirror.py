@@ -35,7 +35,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import mirror_store, sqlserver_source
 from cdc_assets.spark.asset_store import AssetStore, Published
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
-from cdc_assets.spark.session import use_in_this_thread, write_parallelism
+from cdc_assets.spark.session import use_in_this_thread
 
 from .chain import ChainGap, SnapshotInfo, chain_end, ranges_covering, recent_ranges
 from .chain_end_check import as_evaluation, at_chain_end_result
@@ -135,12 +135,12 @@ def _lag_now(p: dict[str, Any]) -> float:
     return round(float(p["lag_at_read_seconds"]) + since.total_seconds(), 3)
 
 
-def _rows_after(before: Any, metrics: dict[str, int]) -> int | None:
+def _rows_after(before: int | None, metrics: dict[str, int]) -> int | None:
     """The mirror's rows after a MERGE: ``before`` and the commit's inserted and deleted rows
     (None when one of them is unknown: a MERGE that changed nothing commits no metrics)."""
     inserted = metrics.get("numTargetRowsInserted")
     deleted = metrics.get("numTargetRowsDeleted")
-    if not isinstance(before, int) or inserted is None or deleted is None:
+    if before is None or inserted is None or deleted is None:
         return None
     return before + inserted - deleted
 
@@ -210,15 +210,25 @@ def _mirror_output(
                 merged = merge_keyed(base, changes, key_columns=keys, snapshot_lsn=start.raw)
             elif changes is not None:
                 merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
-            merged = merged.coalesce(write_parallelism(spark))
             # no changes: the mirror holds the snapshot's rows, as many as it counted
             counted = snapshot.rows if changes is None else None
-            return mirror_store.rebuild(spark, store, key_path, merged, properties, counted)
+            return mirror_store.rebuild(
+                spark,
+                store,
+                key_path,
+                merged,
+                properties,
+                counted,
+                key_columns=keys,
+                estimated_rows=snapshot.rows,
+            )
+        before = state.get("rows") if state else None
+        before = before if isinstance(before, int) else None
         if changes is None:
             # Only quiet ranges: nothing to commit. The mirror's new LSN goes into the sync
             # state (the caller writes it); its Delta version stays the current one.
-            rows = state.get("rows") if state else None
-            if not isinstance(rows, int):
+            rows = before
+            if rows is None:
                 rows = mirror_store.row_count(spark, store.location(key_path))
             return store.unchanged(key_path, {**properties, "rows": rows})
         if keys:
@@ -230,6 +240,7 @@ def _mirror_output(
                 key_columns=keys,
                 snapshot_lsn=start.raw,
                 properties=properties,
+                target_rows=before,
             )
         else:
             published = mirror_store.merge_multiset(
@@ -237,7 +248,7 @@ def _mirror_output(
             )
         # the row count for the UI: the one before plus what the MERGE's commit metrics say
         # it inserted and deleted; counted (a Spark job) only when either is not known
-        rows = _rows_after(state.get("rows") if state else None, published.metrics)
+        rows = _rows_after(before, published.metrics)
         if rows is None:
             rows = mirror_store.row_count(spark, published.uri)
         return replace(published, properties={**published.properties, "rows": rows})

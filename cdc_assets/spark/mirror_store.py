@@ -42,7 +42,9 @@ from .asset_store import (
     user_metadata,
 )
 from .concurrent_commits import retry_conflicts
+from .key_clustering import clustered, is_large, target_key_condition
 from .mirror_merge import MISSING_ROW, OPERATION, after, last_change_per_key, net_counts
+from .session import write_parallelism
 
 MIRROR_TABLE_PROPERTIES = {
     "delta.enableDeletionVectors": "true",
@@ -64,10 +66,21 @@ def rebuild(
     df: DataFrame,
     properties: Mapping[str, Any],
     rows: int | None = None,
+    *,
+    key_columns: Sequence[str] = (),
+    estimated_rows: int | None = None,
 ) -> Published:
     """Replace the mirror with ``df`` (from a snapshot), in one commit with ``properties``.
     ``rows``: how many rows ``df`` has, when known (the snapshot's own count, no changes
-    applied): then nothing counts them and ``df`` is read once, by the write."""
+    applied): then nothing counts them and ``df`` is read once, by the write. A large keyed
+    mirror (``rows`` or ``estimated_rows``) is written clustered by its ``key_columns``
+    (:mod:`.key_clustering`), a small one in a few files."""
+    size = rows if rows is not None else estimated_rows
+    if key_columns and is_large(size):
+        assert size is not None
+        df = clustered(df, key_columns, size)
+    else:
+        df = df.coalesce(write_parallelism(spark))
 
     def finalize(written: DataFrame) -> dict[str, Any]:
         counted = written.count() if rows is None else rows
@@ -148,8 +161,11 @@ def merge_keyed(
     key_columns: Sequence[str],
     snapshot_lsn: bytes | None,
     properties: Mapping[str, Any],
+    target_rows: int | None = None,
 ) -> Published:
-    """Apply ``changes`` to the keyed mirror: the last change per key decides."""
+    """Apply ``changes`` to the keyed mirror: the last change per key decides. ``target_rows``:
+    the mirror's rows before, when known; a large mirror's MERGE gets a condition on its first
+    key column that lets Delta skip the files no change touches (:mod:`.key_clustering`)."""
     uri = store.location(key_path)
     columns = _target_columns(spark, uri)
     last = last_change_per_key(changes, key_columns, snapshot_lsn)
@@ -161,6 +177,9 @@ def merge_keyed(
         )
     )
     on = " AND ".join(f"t.{_s(k)} = s.{_s(k)}" for k in key_columns)
+    if is_large(target_rows):
+        skip = target_key_condition(source, stored_name(key_columns[0]))
+        on += f" AND {skip}" if skip else ""
     sets = ", ".join(f"t.{_s(c)} = s.{_s(c)}" for c in columns if c not in key_columns)
     names = ", ".join(_s(c) for c in columns)
     values = ", ".join(f"s.{_s(c)}" for c in columns)

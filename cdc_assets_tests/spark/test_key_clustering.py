@@ -1,0 +1,179 @@
+"""Large mirrors clustered by key: the rebuild writes files of narrow key ranges, and a MERGE of a
+few changes reads only the files that hold their keys (shown by deleting the other files: the
+MERGE still succeeds, while one without the key condition fails), with the same result as the
+reference merge — for integer, text (quotes and backslashes) and composite keys, as a list of
+keys and as a range."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import random
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from cdc_assets.lsn import Lsn
+from cdc_assets.spark import key_clustering, mirror_store
+from cdc_assets.spark.asset_store import AssetStore
+from cdc_assets.spark.key_clustering import sql_literal, target_key_condition
+from cdc_assets.spark.mirror_merge import merge_keyed
+
+CHANGE_COLUMNS = (
+    "`__$start_lsn` binary, `__$command_id` int, `__$seqval` binary, `__$operation` int"
+)
+ROWS = 600
+PER_FILE = 50
+
+
+def _lsn(n: int) -> bytearray:
+    return bytearray(Lsn.from_int(n).raw)
+
+
+def _changes(spark: SparkSession, rows: list[tuple], data: str) -> DataFrame:
+    full = [(_lsn(lsn), 1, _lsn(seq), op, *values) for lsn, seq, op, *values in rows]
+    return spark.createDataFrame(full, f"{CHANGE_COLUMNS}, {data}")
+
+
+def _sorted(df: DataFrame) -> list[tuple]:
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def _files(uri: str, column: str) -> list[tuple[str, object, object]]:
+    """(path, min, max of ``column``) of every file of the Delta table's current version."""
+    import pyarrow as pa
+
+    actions = pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist()
+    return [(a["path"], a[f"min.{column}"], a[f"max.{column}"]) for a in actions]
+
+
+@pytest.fixture
+def small_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(key_clustering, "ROWS_PER_FILE", PER_FILE)
+
+
+def _rebuild(spark: SparkSession, store: AssetStore, base: DataFrame, keys: list[str]) -> str:
+    key = ["mirror", "t"]
+    mirror_store.rebuild(
+        spark, store, key, base, {"lsn": Lsn.from_int(10).hex}, ROWS, key_columns=keys
+    )
+    return store.location(key)
+
+
+def _merge(
+    spark: SparkSession,
+    store: AssetStore,
+    changes: DataFrame,
+    keys: list[str],
+    target_rows: int | None,
+) -> None:
+    mirror_store.merge_keyed(
+        spark,
+        store,
+        ["mirror", "t"],
+        changes,
+        key_columns=keys,
+        snapshot_lsn=bytes(_lsn(10)),
+        properties={"lsn": Lsn.from_int(20).hex},
+        target_rows=target_rows,
+    )
+
+
+def test_a_few_changes_read_only_the_files_of_their_keys(
+    spark: SparkSession, tmp_path: Path, small_files: None
+) -> None:
+    ids = list(range(ROWS))
+    random.Random(7).shuffle(ids)  # the snapshot arrives in no key order
+    base = spark.createDataFrame([(i, f"v{i}") for i in ids], "id int, v string")
+    store = AssetStore(tmp_path)
+    uri = _rebuild(spark, store, base, ["id"])
+    files = sorted(_files(uri, "id"), key=lambda f: int(f[1]))  # type: ignore[call-overload]
+    assert len(files) >= ROWS // PER_FILE
+    # each file one key range, none overlapping the next
+    assert all(a[2] < b[1] for a, b in itertools.pairwise(files)), files
+    changes = _changes(
+        spark,
+        [(11, 1, 4, 5, "x5"), (11, 2, 1, 333, "v333"), (12, 1, 2, 10_000, "new")],
+        "id int, v string",
+    )
+    expected = _sorted(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=_lsn(10)))
+    touched = {path for path, low, high in files if any(low <= k <= high for k in (5, 333))}
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for path, _, _ in files:
+        if path not in touched:
+            shutil.move(Path(uri) / path, aside / path)
+    # without the key condition the MERGE reads every file, and misses the ones moved aside
+    with pytest.raises(Exception, match=r"(?i)not.?found|does not exist|FileNotFound"):
+        _merge(spark, store, changes, ["id"], None)
+    _merge(spark, store, changes, ["id"], ROWS)  # reads only the files holding 5 and 333
+    for moved in aside.iterdir():
+        shutil.move(moved, Path(uri) / moved.name)
+    assert _sorted(store.read(spark, ["mirror", "t"], None)) == expected
+
+
+def test_text_and_composite_keys_merge_like_the_reference(
+    spark: SparkSession, tmp_path: Path, small_files: None
+) -> None:
+    names = ["o'brien", "back\\slash", "plain", "ünï", "a\\'b"]
+    rows = [(names[i % len(names)] + str(i // len(names)), i % 3, i) for i in range(ROWS)]
+    data = "name string, part int, n int"
+    base = spark.createDataFrame(rows, data)
+    store = AssetStore(tmp_path)
+    keys = ["name", "part"]
+    _rebuild(spark, store, base, keys)
+    changes = _changes(
+        spark,
+        [
+            (11, 1, 4, "o'brien0", 0, -1),  # update
+            (11, 2, 1, "back\\slash0", 1, 1),  # delete
+            (12, 1, 2, "a\\'b0", 9, 99),  # insert: a new (name, part)
+            (12, 2, 4, "ünï0", 2, -2),
+        ],
+        data,
+    )
+    source = changes.select("name")
+    condition = target_key_condition(source, "name")
+    assert condition is not None and condition.startswith("(t.`name` = ")
+    assert "t.`name` = 'o\\'brien0' OR" in condition and "'back\\\\slash0'" in condition
+    expected = _sorted(merge_keyed(base, changes, key_columns=keys, snapshot_lsn=_lsn(10)))
+    _merge(spark, store, changes, keys, ROWS)
+    assert _sorted(store.read(spark, ["mirror", "t"], None)) == expected
+
+
+def test_many_changed_keys_use_a_range(
+    spark: SparkSession, tmp_path: Path, small_files: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(key_clustering, "KEY_LIST_MAX", 3)
+    base = spark.createDataFrame([(i, f"v{i}") for i in range(ROWS)], "id long, v string")
+    store = AssetStore(tmp_path)
+    _rebuild(spark, store, base, ["id"])
+    updates = [(11, k, 4, 100 + k, f"u{k}") for k in range(5)]
+    changes = _changes(spark, [*updates, (12, 9, 1, 250, "v250")], "id long, v string")
+    assert target_key_condition(changes, "id") == "t.`id` BETWEEN 100L AND 250L"
+    expected = _sorted(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=_lsn(10)))
+    _merge(spark, store, changes, ["id"], ROWS)
+    assert _sorted(store.read(spark, ["mirror", "t"], None)) == expected
+
+
+def test_literals_have_the_column_type_or_none() -> None:
+    assert sql_literal(5, T.ByteType()) == "5Y"
+    assert sql_literal(5, T.ShortType()) == "5S"
+    assert sql_literal(5, T.IntegerType()) == "5"
+    assert sql_literal(-5, T.LongType()) == "-5L"
+    assert sql_literal("it's", T.StringType()) == "'it\\'s'"
+    assert sql_literal(dt.date(2024, 2, 29), T.DateType()) == "DATE'2024-02-29'"
+    assert (
+        sql_literal(dt.datetime(2024, 1, 2, 3, 4, 5, 6), T.TimestampNTZType())
+        == "TIMESTAMP_NTZ'2024-01-02 03:04:05.000006'"
+    )
+    assert sql_literal(b"\x00\xff", T.BinaryType()) == "X'00ff'"
+    # no literal of the column's own type: no condition (the MERGE reads every file)
+    assert sql_literal(Decimal("1.5"), T.DecimalType(18, 4)) is None
+    assert sql_literal(1.5, T.DoubleType()) is None
+    assert sql_literal(None, T.LongType()) is None
