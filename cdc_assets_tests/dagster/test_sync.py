@@ -504,12 +504,13 @@ def test_schema_change_switches_to_the_new_capture_instance(harness: SyncHarness
     assert not refused.passed
     assert "dbo_customers_v2" in (refused.description or "")
     assert "loyalty points" in (refused.description or "")
-    others = [
-        e.passed
-        for e in result.get_asset_check_evaluations()
-        if e.asset_key != customers.change_log_key
-    ]
+    evaluations = result.get_asset_check_evaluations()
+    mine = (customers.change_log_key, customers.mirror_key)
+    others = [e.passed for e in evaluations if e.asset_key not in mine]
     assert others and all(others), "only the changed table is refused"
+    # its mirror stays where it was, and says so (not "execution failed")
+    (behind,) = [e for e in evaluations if e.asset_key == customers.mirror_key]
+    assert behind.check_name == "at_chain_end" and not behind.passed
 
     harness.sync()  # the re-snapshot, then the range again
     harness.capture()  # capture passes the new snapshot's LSN
