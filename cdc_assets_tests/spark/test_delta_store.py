@@ -22,23 +22,7 @@ from cdc_assets.spark.asset_store import (
     OldLayout,
 )
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
-
-CHANGE_COLUMNS = (
-    "`__$start_lsn` binary, `__$command_id` int, `__$seqval` binary, `__$operation` int"
-)
-
-
-def _lsn(n: int) -> bytearray:
-    return bytearray(Lsn.from_int(n).raw)
-
-
-def _changes(spark: SparkSession, rows: list[tuple], data: str) -> DataFrame:
-    full = [(_lsn(lsn), 1, _lsn(seq), op, *values) for lsn, seq, op, *values in rows]
-    return spark.createDataFrame(full, f"{CHANGE_COLUMNS}, {data}")
-
-
-def _sorted(df: DataFrame) -> list[tuple]:
-    return sorted((tuple(r) for r in df.collect()), key=repr)
+from cdc_assets_tests.spark.change_rows import change_rows, lsn, sorted_rows
 
 
 def test_partition_rewrite_replaces_only_that_partition(
@@ -50,8 +34,8 @@ def test_partition_rewrite_replaces_only_that_partition(
     first = store.write(spark, df, key, "p1", lambda w: {"rows": w.count()})
     store.write(spark, df.where("id = 1"), key, "p2", lambda w: {"rows": w.count()})
     again = store.write(spark, df.where("id = 2"), key, "p1", lambda w: {"rows": w.count()})
-    assert _sorted(store.read(spark, key, "p1")) == [(2, "b")]
-    assert _sorted(store.read(spark, key, "p2")) == [(1, "a")]
+    assert sorted_rows(store.read(spark, key, "p1")) == [(2, "b")]
+    assert sorted_rows(store.read(spark, key, "p2")) == [(1, "a")]
     assert store.properties(key, "p1") == {
         "rows": 1,
         "write_id": again.properties["write_id"],
@@ -66,7 +50,7 @@ def test_partition_rewrite_replaces_only_that_partition(
     store.write(spark, df.where("id = 3"), key, "p3", lambda w: {"rows": w.count()})
     assert store.properties(key, "p3")["rows"] == 0
     assert store.read(spark, key, "p3").count() == 0
-    assert _sorted(store.read_partitions(spark, key, ["p1", "p2"])) == [(1, "a"), (2, "b")]
+    assert sorted_rows(store.read_partitions(spark, key, ["p1", "p2"])) == [(1, "a"), (2, "b")]
 
 
 def test_an_empty_partition_is_committed_without_spark_and_reads_alike(
@@ -91,7 +75,7 @@ def test_an_empty_partition_is_committed_without_spark_and_reads_alike(
     }
     assert store.partition_keys(key) == ["p1", "p2"]
     assert store.read(spark, key, "p2").count() == 0
-    assert _sorted(store.read_partitions(spark, key, ["p1", "p2"])) == [(1, "a"), (2, "b")]
+    assert sorted_rows(store.read_partitions(spark, key, ["p1", "p2"])) == [(1, "a"), (2, "b")]
     # a rerun replaces the partition: one properties row, the newer one
     again = store.write(spark, df.limit(0), key, "p2", lambda w: {"rows": 0}, empty=True)
     assert store.current_version(key, "p2") == again.properties["write_id"]
@@ -102,7 +86,7 @@ def test_an_empty_partition_is_committed_without_spark_and_reads_alike(
     store.write(spark, wider, key, "p3", lambda w: {"rows": 0}, empty=True)
     assert "Spark" in str(store.history(key)[0].get("engineInfo", ""))
     assert store.properties(key, "p3")["stored_columns"] == ["id", "v", "w"]
-    assert _sorted(store.read(spark, key, "p1")) == [(1, "a"), (2, "b")]
+    assert sorted_rows(store.read(spark, key, "p1")) == [(1, "a"), (2, "b")]
 
 
 def test_a_refusing_finalize_commits_nothing(spark: SparkSession, tmp_path: Path) -> None:
@@ -160,7 +144,7 @@ def test_keyed_merge_matches_the_reference_and_reads_as_of_lsn(
     key = ["mirror", "t"]
     base = spark.createDataFrame([(i, f"v{i}") for i in range(6)], "id int, v string")
     mirror_store.rebuild(spark, store, key, base, {"lsn": Lsn.from_int(10).hex})
-    changes = _changes(
+    changes = change_rows(
         spark,
         [
             (11, 1, 1, 0, "v0"),  # delete 0
@@ -172,25 +156,26 @@ def test_keyed_merge_matches_the_reference_and_reads_as_of_lsn(
         ],
         "id int, v string",
     )
-    expected = _sorted(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=_lsn(10)))
+    expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
     published = mirror_store.merge_keyed(
         spark,
         store,
         key,
         changes,
         key_columns=["id"],
-        snapshot_lsn=bytes(_lsn(10)),
+        snapshot_lsn=bytes(lsn(10)),
         properties={"lsn": Lsn.from_int(13).hex},
     )
     uri = store.location(key)
-    assert _sorted(store.read(spark, key, None)) == expected
+    assert sorted_rows(store.read(spark, key, None)) == expected
     assert store.properties(key, None) == {"lsn": Lsn.from_int(13).hex}
     assert published.metrics.get("numTargetRowsDeleted") == 1
     assert published.metrics.get("numTargetRowsUpdated") == 1
     # deletion vectors: the update and delete did not rewrite the table's file
     assert published.metrics.get("numTargetDeletionVectorsAdded", 0) >= 1
-    assert _sorted(mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(12))) == _sorted(base)
-    assert _sorted(mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(13))) == expected
+    as_of_12 = mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(12))
+    assert sorted_rows(as_of_12) == sorted_rows(base)
+    assert sorted_rows(mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(13))) == expected
     with pytest.raises(NotPublished):
         mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(9))
     feed = (
@@ -207,25 +192,25 @@ def test_multiset_merge_matches_the_reference(spark: SparkSession, tmp_path: Pat
     key = ["mirror", "k"]
     base = spark.createDataFrame([("a",), ("a",), ("b",), (None,)], "v string")
     mirror_store.rebuild(spark, store, key, base, {"lsn": Lsn.from_int(1).hex})
-    changes = _changes(
+    changes = change_rows(
         spark,
         [(2, 1, 1, "a"), (2, 2, 2, "c"), (2, 3, 2, "c"), (3, 1, 3, "b"), (3, 2, 4, None)],
         "v string",
     )
-    expected = _sorted(merge_multiset(base, changes))
+    expected = sorted_rows(merge_multiset(base, changes))
     mirror_store.merge_multiset(
         spark, store, key, changes, snapshot_lsn=None, properties={"lsn": Lsn.from_int(3).hex}
     )
-    assert _sorted(store.read(spark, key, None)) == expected
-    assert expected == _sorted(
+    assert sorted_rows(store.read(spark, key, None)) == expected
+    assert expected == sorted_rows(
         spark.createDataFrame([(None,), (None,), ("a",), ("c",), ("c",)], "v string")
     )
-    too_many = _changes(spark, [(4, 1, 1, "z")], "v string")
+    too_many = change_rows(spark, [(4, 1, 1, "z")], "v string")
     with pytest.raises(Exception, match="keyless merge"):
         mirror_store.merge_multiset(
             spark, store, key, too_many, snapshot_lsn=None, properties={"lsn": "x"}
         )
-    assert _sorted(store.read(spark, key, None).select(F.col("v"))) == expected
+    assert sorted_rows(store.read(spark, key, None).select(F.col("v"))) == expected
 
 
 def test_merges_from_several_threads_commit_their_own_lsn(
@@ -241,7 +226,7 @@ def test_merges_from_several_threads_commit_their_own_lsn(
 
     def merge(name: str, lsn: int) -> None:
         try:
-            changes = _changes(spark, [(lsn, 1, 4, 1, name)], "id int, v string")
+            changes = change_rows(spark, [(lsn, 1, 4, 1, name)], "id int, v string")
             mirror_store.merge_keyed(
                 spark,
                 store,

@@ -23,25 +23,10 @@ from cdc_assets.spark import key_clustering, mirror_store
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.key_clustering import sql_literal, target_key_condition
 from cdc_assets.spark.mirror_merge import merge_keyed
+from cdc_assets_tests.spark.change_rows import change_rows, lsn, sorted_rows
 
-CHANGE_COLUMNS = (
-    "`__$start_lsn` binary, `__$command_id` int, `__$seqval` binary, `__$operation` int"
-)
 ROWS = 600
 PER_FILE = 50
-
-
-def _lsn(n: int) -> bytearray:
-    return bytearray(Lsn.from_int(n).raw)
-
-
-def _changes(spark: SparkSession, rows: list[tuple], data: str) -> DataFrame:
-    full = [(_lsn(lsn), 1, _lsn(seq), op, *values) for lsn, seq, op, *values in rows]
-    return spark.createDataFrame(full, f"{CHANGE_COLUMNS}, {data}")
-
-
-def _sorted(df: DataFrame) -> list[tuple]:
-    return sorted((tuple(r) for r in df.collect()), key=repr)
 
 
 def _files(uri: str, column: str) -> list[tuple[str, object, object]]:
@@ -78,7 +63,7 @@ def _merge(
         ["mirror", "t"],
         changes,
         key_columns=keys,
-        snapshot_lsn=bytes(_lsn(10)),
+        snapshot_lsn=bytes(lsn(10)),
         properties={"lsn": Lsn.from_int(20).hex},
         target_rows=target_rows,
     )
@@ -96,12 +81,12 @@ def test_a_few_changes_read_only_the_files_of_their_keys(
     assert len(files) >= ROWS // PER_FILE
     # each file one key range, none overlapping the next
     assert all(a[2] < b[1] for a, b in itertools.pairwise(files)), files
-    changes = _changes(
+    changes = change_rows(
         spark,
         [(11, 1, 4, 5, "x5"), (11, 2, 1, 333, "v333"), (12, 1, 2, 10_000, "new")],
         "id int, v string",
     )
-    expected = _sorted(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=_lsn(10)))
+    expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
     touched = {path for path, low, high in files if any(low <= k <= high for k in (5, 333))}
     aside = tmp_path / "aside"
     aside.mkdir()
@@ -114,7 +99,7 @@ def test_a_few_changes_read_only_the_files_of_their_keys(
     _merge(spark, store, changes, ["id"], ROWS)  # reads only the files holding 5 and 333
     for moved in aside.iterdir():
         shutil.move(moved, Path(uri) / moved.name)
-    assert _sorted(store.read(spark, ["mirror", "t"], None)) == expected
+    assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
 
 
 def test_text_and_composite_keys_merge_like_the_reference(
@@ -127,7 +112,7 @@ def test_text_and_composite_keys_merge_like_the_reference(
     store = AssetStore(tmp_path)
     keys = ["name", "part"]
     _rebuild(spark, store, base, keys)
-    changes = _changes(
+    changes = change_rows(
         spark,
         [
             (11, 1, 4, "o'brien0", 0, -1),  # update
@@ -141,9 +126,9 @@ def test_text_and_composite_keys_merge_like_the_reference(
     condition = target_key_condition(source, "name")
     assert condition is not None and condition.startswith("(t.`name` = ")
     assert "t.`name` = 'o\\'brien0' OR" in condition and "'back\\\\slash0'" in condition
-    expected = _sorted(merge_keyed(base, changes, key_columns=keys, snapshot_lsn=_lsn(10)))
+    expected = sorted_rows(merge_keyed(base, changes, key_columns=keys, snapshot_lsn=lsn(10)))
     _merge(spark, store, changes, keys, ROWS)
-    assert _sorted(store.read(spark, ["mirror", "t"], None)) == expected
+    assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
 
 
 def test_many_changed_keys_use_a_range(
@@ -154,11 +139,11 @@ def test_many_changed_keys_use_a_range(
     store = AssetStore(tmp_path)
     _rebuild(spark, store, base, ["id"])
     updates = [(11, k, 4, 100 + k, f"u{k}") for k in range(5)]
-    changes = _changes(spark, [*updates, (12, 9, 1, 250, "v250")], "id long, v string")
+    changes = change_rows(spark, [*updates, (12, 9, 1, 250, "v250")], "id long, v string")
     assert target_key_condition(changes, "id") == "t.`id` BETWEEN 100L AND 250L"
-    expected = _sorted(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=_lsn(10)))
+    expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
     _merge(spark, store, changes, ["id"], ROWS)
-    assert _sorted(store.read(spark, ["mirror", "t"], None)) == expected
+    assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
 
 
 def test_literals_have_the_column_type_or_none() -> None:
