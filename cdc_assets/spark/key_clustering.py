@@ -74,8 +74,8 @@ def sql_literal(value: Any, data_type: T.DataType) -> str | None:
 
 def target_key_condition(source: DataFrame, column: str, alias: str = "t") -> str | None:
     """A condition on ``alias.column`` (the target's first key column, as stored) that every
-    target row matching a source row meets: the source's values of it as an ``IN`` list, or
-    their range; None when a value has no literal form here (no file skipping then).
+    target row matching a source row meets: the source's values of it as equalities joined by
+    ``OR``, or their range; None when a value has no literal form here (no file skipping then).
     One Spark job (two for more than :data:`KEY_LIST_MAX` distinct keys)."""
     data_type = source.schema[column].dataType
     target = f"{alias}.{_q(column)}"
