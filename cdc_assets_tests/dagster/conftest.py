@@ -101,7 +101,7 @@ class SyncHarness:
             if not data.run_requests:
                 return runs
             result = self.execute(data.run_requests[0])
-            assert result.success, failure_text(result)
+            assert_succeeded(result)
         raise AssertionError(f"the sensor still requests runs after {limit} runs")
 
     def next_range(self, steps: int = 4) -> LsnRange:
@@ -112,7 +112,7 @@ class SyncHarness:
         data = self.tick()
         assert len(data.run_requests) == 1, data.skip_message
         result = self.execute(data.run_requests[0])
-        assert result.success, failure_text(result)
+        assert_succeeded(result)
         return LsnRange.parse_key(data.run_requests[0].partition_key or "")
 
     def sync_racing_writes(
@@ -138,7 +138,7 @@ class SyncHarness:
                 data = self.tick()
                 if data.run_requests:
                     result = self.execute(data.run_requests[0])
-                    assert result.success, failure_text(result)
+                    assert_succeeded(result)
                 writer.join()
         finally:
             conn.close()
@@ -209,6 +209,26 @@ class SyncHarness:
 def failure_text(result: ExecuteInProcessResult) -> str:
     events = [e for e in result.all_events if e.is_failure]
     return "; ".join(str(e.event_specific_data) for e in events)[:3000] or "run failed"
+
+
+def failure_summary(result: ExecuteInProcessResult) -> str:
+    """Each failed step and its errors' messages, the cause last, without stacks."""
+    steps = []
+    for event in result.all_events:
+        if event.is_step_failure:
+            error, messages = event.step_failure_data.error, []
+            while error is not None:
+                messages.append(error.message.strip()[:400])
+                error = error.cause or error.context
+            steps.append(f"{event.step_key}: " + " <- ".join(messages))
+    return " | ".join(steps) or "run failed"
+
+
+def assert_succeeded(result: ExecuteInProcessResult) -> None:
+    """Fail with the whole failure, then (last, where a cut report of the output keeps it)
+    its summary."""
+    if not result.success:
+        pytest.fail(f"{failure_text(result)}\nIn short: {failure_summary(result)}")
 
 
 def make_harness(
