@@ -353,8 +353,9 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
         sync.write(spark, updates)
         # at_chain_end of every mirror of the run, also when one failed (see .chain_end_check);
         # yielded, not logged: events logged with context.log_event reach Dagster only with the
-        # step's next yield, and the Failure below would drop them
-        end = chain_end(recent_ranges(context.instance, partitions.name))
+        # step's next yield, and the Failure below would drop them. The chain's end is the one
+        # this run read (the newest page of keys, which any read holds), or read now.
+        end = chain_end(read.get("ranges") or recent_ranges(context.instance, partitions.name))
         for table in tables:
             at = (updates[table] if table in updates else sync[table]).mirror_at
             yield as_evaluation(at_chain_end_result(table, at.hex if at else None, end), None)
