@@ -196,6 +196,11 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def sql_name(name: str) -> str:
+    """``name`` as a quoted Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 class AssetStore:
     """Delta tables under ``base``: ``<base>/<key path>``, one per asset."""
 

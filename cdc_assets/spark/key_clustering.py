@@ -29,14 +29,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .asset_store import sql_name, sql_string
+
 ROWS_PER_FILE = 100_000  # a clustered mirror's rows per file: what a MERGE reads per key
 KEY_LIST_MAX = 100  # more distinct keys than this: a BETWEEN range instead of equalities
 
 _INTEGER_SUFFIX = {T.ByteType: "Y", T.ShortType: "S", T.IntegerType: "", T.LongType: "L"}
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def is_large(rows: int | None) -> bool:
@@ -47,7 +45,7 @@ def is_large(rows: int | None) -> bool:
 def clustered(df: DataFrame, key_columns: Sequence[str], rows: int) -> DataFrame:
     """``df`` in files of about :data:`ROWS_PER_FILE` rows, each a key range, sorted by key."""
     files = max(1, math.ceil(rows / ROWS_PER_FILE))
-    keys = [F.col(_q(k)) for k in key_columns]
+    keys = [F.col(sql_name(k)) for k in key_columns]
     return df.repartitionByRange(files, *keys).sortWithinPartitions(*keys)
 
 
@@ -60,7 +58,7 @@ def sql_literal(value: Any, data_type: T.DataType) -> str | None:
         if isinstance(data_type, kind):
             return f"{int(value)}{suffix}"
     if isinstance(data_type, T.StringType) and isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return sql_string(value)
     if isinstance(data_type, T.DateType) and isinstance(value, dt.date):
         return f"DATE'{value.isoformat()}'"
     if isinstance(data_type, T.TimestampNTZType) and isinstance(value, dt.datetime):
@@ -78,8 +76,8 @@ def target_key_condition(source: DataFrame, column: str, alias: str = "t") -> st
     ``OR``, or their range; None when a value has no literal form here (no file skipping then).
     One Spark job (two for more than :data:`KEY_LIST_MAX` distinct keys)."""
     data_type = source.schema[column].dataType
-    target = f"{alias}.{_q(column)}"
-    keys = source.select(_q(column)).where(F.col(_q(column)).isNotNull()).distinct()
+    target = f"{alias}.{sql_name(column)}"
+    keys = source.select(sql_name(column)).where(F.col(sql_name(column)).isNotNull()).distinct()
     values = [row[0] for row in keys.limit(KEY_LIST_MAX + 1).collect()]
     if not values:
         return "FALSE"  # nothing can match: every source row is an insert
@@ -88,7 +86,7 @@ def target_key_condition(source: DataFrame, column: str, alias: str = "t") -> st
         if any(lit is None for lit in literals):
             return None
         return "(" + " OR ".join(f"{target} = {lit}" for lit in sorted(map(str, literals))) + ")"
-    low, high = keys.agg(F.min(_q(column)), F.max(_q(column))).collect()[0]
+    low, high = source.agg(F.min(sql_name(column)), F.max(sql_name(column))).collect()[0]
     bounds = sql_literal(low, data_type), sql_literal(high, data_type)
     if bounds[0] is None or bounds[1] is None:
         return None

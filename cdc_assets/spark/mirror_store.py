@@ -37,6 +37,7 @@ from .asset_store import (
     Published,
     decode_from_delta,
     encode_for_delta,
+    sql_name,
     stored_name,
     to_json,
     user_metadata,
@@ -53,10 +54,6 @@ MIRROR_TABLE_PROPERTIES = {
 LSN = "lsn"  # the property holding the LSN a mirror commit reached (Lsn.hex)
 ACTION = "_cdc_action"
 COPIES = "_cdc_copies"
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def rebuild(
@@ -104,7 +101,7 @@ def _target_columns(spark: SparkSession, uri: str) -> list[str]:
 
 def _s(name: str) -> str:
     """The stored column name, quoted for SQL."""
-    return _q(stored_name(name))
+    return sql_name(stored_name(name))
 
 
 def _run_merge(
@@ -172,8 +169,8 @@ def merge_keyed(
     present = set(last.columns)
     source = encode_for_delta(
         last.select(
-            *[F.col(_q(c)) if c in present else F.lit(None).alias(c) for c in columns],
-            F.col(_q(OPERATION)).alias(ACTION),
+            *[F.col(sql_name(c)) if c in present else F.lit(None).alias(c) for c in columns],
+            F.col(sql_name(OPERATION)).alias(ACTION),
         )
     )
     on = " AND ".join(f"t.{_s(k)} = s.{_s(k)}" for k in key_columns)
@@ -208,28 +205,30 @@ def merge_multiset(
     columns = mirror.columns
     net = net_counts(after(changes, snapshot_lsn), columns)  # columns + __n, n != 0
     held = mirror.join(
-        net.select(*[F.col(_q(c)) for c in columns]),
-        on=[mirror[_q(c)].eqNullSafe(net[_q(c)]) for c in columns],
+        net.select(*[F.col(sql_name(c)) for c in columns]),
+        on=[mirror[sql_name(c)].eqNullSafe(net[sql_name(c)]) for c in columns],
         how="left_semi",
     )
-    counts = held.groupBy(*[F.col(_q(c)) for c in columns]).agg(F.count(F.lit(1)).alias("__m"))
+    counts = held.groupBy(*[F.col(sql_name(c)) for c in columns]).agg(
+        F.count(F.lit(1)).alias("__m")
+    )
     joined = net.join(
         counts,
-        on=[net[_q(c)].eqNullSafe(counts[_q(c)]) for c in columns],
+        on=[net[sql_name(c)].eqNullSafe(counts[sql_name(c)]) for c in columns],
         how="left",
     ).select(
-        *[net[_q(c)] for c in columns],
+        *[net[sql_name(c)] for c in columns],
         (F.coalesce(F.col("__m"), F.lit(0)) + F.col("__n")).alias(COPIES),
     )
     checked = joined.withColumn(
         COPIES,
         F.when(F.col(COPIES) < 0, F.raise_error(F.lit(MISSING_ROW))).otherwise(F.col(COPIES)),
     )
-    deletes = checked.select(*[F.col(_q(c)) for c in columns], F.lit("d").alias(ACTION))
+    deletes = checked.select(*[F.col(sql_name(c)) for c in columns], F.lit("d").alias(ACTION))
     inserts = (
         checked.where(F.col(COPIES) > 0)
         .withColumn("__copy", F.explode(F.array_repeat(F.lit(1), F.col(COPIES).cast("int"))))
-        .select(*[F.col(_q(c)) for c in columns], F.lit("i").alias(ACTION))
+        .select(*[F.col(sql_name(c)) for c in columns], F.lit("i").alias(ACTION))
     )
     source = encode_for_delta(deletes.unionByName(inserts))
     on = " AND ".join(f"t.{_s(c)} <=> s.{_s(c)}" for c in columns)

@@ -13,6 +13,7 @@ import shutil
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -31,8 +32,6 @@ PER_FILE = 50
 
 def _files(uri: str, column: str) -> list[tuple[str, object, object]]:
     """(path, min, max of ``column``) of every file of the Delta table's current version."""
-    import pyarrow as pa
-
     actions = pa.table(DeltaTable(uri).get_add_actions(flatten=True)).to_pylist()
     return [(a["path"], a[f"min.{column}"], a[f"max.{column}"]) for a in actions]
 
