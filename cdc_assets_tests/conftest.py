@@ -55,3 +55,16 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def cold_delta_logs() -> Iterator[None]:
+    """After each test, Delta's cache of table logs is emptied: every test writes tables of its
+    own, which a long session would otherwise keep (bounded by the session's
+    ``delta.log.cacheSize``, but each test starts as a new process would)."""
+    yield
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        context._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()

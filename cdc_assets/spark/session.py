@@ -40,6 +40,12 @@ DEFAULT_CONF: dict[str, str] = {
     # Delta reads a table's log with this many tasks (default 50): our logs are small, and 50
     # tasks cost seconds per read on a few cores.
     "spark.databricks.delta.snapshotPartitions": "4",
+    # Delta keeps every table it has touched in a cache of table logs, each holding its snapshot's
+    # cached state and query plans: measured 2-4 MB of driver heap per table, kept up to 10,000
+    # tables for an hour by default. A driver that syncs hundreds of tables (or runs for hours,
+    # a Spark Connect server) filled a 1 GB heap that way and failed a MERGE's broadcast. Keep the
+    # most recently used 64 (a table evicted costs one log replay when next read).
+    "spark.databricks.delta.delta.log.cacheSize": "64",
     # VACUUM keeps what maintenance.keep_history says (the user's choice, at least 10 minutes),
     # not at least Delta's 7 days (:mod:`.table_maintenance`).
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",

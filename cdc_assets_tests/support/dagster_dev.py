@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,17 +101,25 @@ def server_answers(url: str) -> bool:
         return False
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float, log: Path) -> T:
-    """Poll ``probe`` until it returns something truthy; on timeout, fail with the log's tail."""
+def wait_for(
+    what: str,
+    probe: Callable[[], T | None],
+    timeout: float,
+    log: Path,
+    seen: Mapping[str, Any] | None = None,
+) -> T:
+    """Poll ``probe`` until it returns something truthy; on timeout, fail with what the probe
+    last recorded in ``seen`` (if given) and the log's tail."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = probe()
         if value:
             return value
         time.sleep(0.5)
+    last = f" (last seen: {dict(seen)})" if seen is not None else ""
     raise AssertionError(
-        f"timed out after {timeout:.0f} s waiting for {what}; {unfinished_runs(log.parent)}"
-        f"{log_tail(log)}"
+        f"timed out after {timeout:.0f} s waiting for {what}{last}; "
+        f"{unfinished_runs(log.parent)}{log_tail(log)}"
     )
 
 

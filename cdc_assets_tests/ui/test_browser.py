@@ -471,15 +471,13 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             ran = wait_for("the health run", lambda: _finished(home, health), RUN_WAIT, dev.log)
             assert ran.status == DagsterRunStatus.SUCCESS, ran.status
             seen: dict[str, Any] = {}
-            try:
-                green = wait_for(
-                    "every group and asset green",
-                    lambda: _healthy(page, dev, seen),
-                    RUN_WAIT,
-                    dev.log,
-                )
-            except AssertionError:
-                raise AssertionError(f"not green: {seen}") from None
+            green = wait_for(
+                "every group and asset green",
+                lambda: _healthy(page, dev, seen),
+                RUN_WAIT,
+                dev.log,
+                seen,
+            )
             assert len(green["catalog"]) == 16, green["catalog"]  # 5 x 3 stages + aggregate
             page.goto(f"{dev.url}/asset-groups")
             page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
@@ -495,10 +493,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
                 shown["checks"] = checks = _checks_shown(page, dev)
                 return len(checks) == 10 and all(a == b for a, b in checks)
 
-            try:
-                wait_for("every check shown passed", all_passed, RUN_WAIT, dev.log)
-            except AssertionError:
-                raise AssertionError(f"checks shown (passed, shown): {shown}") from None
+            wait_for("every check shown passed", all_passed, RUN_WAIT, dev.log, shown)
             page.screenshot(path=artifacts / "00c-healthy-group-checks.png")
 
         # Then the workload writes and cleanup removes what the next range needs of
@@ -533,10 +528,7 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             shown_broken["checks"] = checks = _checks_shown(page, dev)
             return any(passed < shown for passed, shown in checks)
 
-        try:
-            wait_for("a failed check shown", a_check_failed, 90, dev.log)
-        except AssertionError:
-            raise AssertionError(f"checks shown (passed, shown): {shown_broken}") from None
+        wait_for("a failed check shown", a_check_failed, 90, dev.log, shown_broken)
         # the other tables read and applied the range: they stay green
         for other in ("cdc/demo/dbo/customers_changes", "mirror/demo/dbo/customers_mirror"):
             assert _green_status(statuses[other]), statuses
