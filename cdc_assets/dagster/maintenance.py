@@ -154,7 +154,8 @@ def build_maintenance_job(source: Source) -> JobDefinition:
     @op(
         name=f"{source.name}_maintain_storage",
         required_resource_keys={"pyspark"},
-        description=f"VACUUM and history retention of every change log and mirror of source "
+        description=f"VACUUM, history retention and compaction of the mirrors' small files, for "
+        f"every change log and mirror of source "
         f"'{source.name}'; retired ranges' rows dropped when configured; old runs deleted.",
     )
     def maintain(context: OpExecutionContext) -> None:
@@ -171,11 +172,22 @@ def build_maintenance_job(source: Source) -> JobDefinition:
                     drop: list[str] = []
                     if policy.drop_retired_changes and key == table.change_log_key:
                         drop = _retired_keys(store.partition_keys(key.path), through)
-                    done = keep_bounded(spark, store.location(key.path), history, drop)
+                    done = keep_bounded(
+                        spark,
+                        store.location(key.path),
+                        history,
+                        drop,
+                        compact_files=key == table.mirror_key,
+                    )
                     context.log.info(
                         f"[{n}/{len(source.tables)}] {key.to_user_string()}: kept "
                         f"{policy.keep_history} of history"
                         + (f", dropped {done.partitions_dropped} retired ranges" if drop else "")
+                        + (
+                            f", compacted {done.files_compacted} small files"
+                            if done.files_compacted
+                            else ""
+                        )
                         + f", version {done.version_before} -> {done.version_after}"
                     )
             except Exception as exc:  # one table's failure never holds back the others
@@ -185,7 +197,7 @@ def build_maintenance_job(source: Source) -> JobDefinition:
         state = state_path(source)
         if store.commit_properties(state) is not None:
             try:  # the source's sync state: rewritten a few times per range
-                keep_bounded(spark, store.location(state), history)
+                keep_bounded(spark, store.location(state), history, compact_files=True)
             except Exception as exc:
                 failed.append("the sync state")
                 context.log.error(f"the sync state of {source.name}: maintenance failed: {exc}")

@@ -10,6 +10,12 @@ rows stay the same. Per table, and only when something is to be done:
   differ): Delta then drops expired log files at its next checkpoint, and time travel
   (``read_mirror_as_of``, reconcile's reads) reaches back that far;
 - :func:`vacuum` deletes the data files no version within the history uses;
+- :func:`compact` bin-packs the small files each MERGE leaves in a mirror (a range every few
+  seconds leaves thousands a day, and every read opens them all) into files of a clustered
+  mirror's size (:data:`.key_clustering.ROWS_PER_FILE` rows' worth of bytes); files already a
+  quarter of that size are not touched, so a large mirror's key-range files keep their ranges.
+  Its commit changes no data (``dataChange=false``): change data feed readers and the mirror's
+  LSN history do not see it;
 - :func:`drop_partitions` deletes whole change-log partitions (the rows of ranges retired from
   Dagster, when the source is configured to drop them): a metadata-only delete, since
   ``_cdc_partition`` is the physical partitioning; their files go at a later VACUUM.
@@ -22,6 +28,7 @@ the config refuses a history under 10 minutes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,9 +36,12 @@ from pyspark.sql import SparkSession
 
 from .asset_store import PARTITION_COLUMN, sql_string
 from .concurrent_commits import retry_conflicts
+from .key_clustering import ROWS_PER_FILE
 
 HISTORY_PROPERTIES = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
 _DELETE_BATCH = 500  # partition keys per DELETE statement (one commit each)
+COMPACT_AT = 10  # files more than a compacted table would have: from this many on, compact
+MIN_TARGET_BYTES = 1 << 20  # compacted files are at least this large
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class TableUpkeep:
     uri: str
     retention_set: bool
     partitions_dropped: int
+    files_compacted: int
     version_before: int
     version_after: int
 
@@ -76,6 +87,23 @@ def drop_partitions(spark: SparkSession, uri: str, keys: Sequence[str]) -> int:
     return len(keys)
 
 
+def compact(spark: SparkSession, uri: str) -> int:
+    """Bin-pack the table's small files (OPTIMIZE) when it has :data:`COMPACT_AT` more files
+    than its rows need; how many files were replaced (0: nothing done, no commit)."""
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
+    files, size = int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
+    rows = spark.read.format("delta").load(uri).count()  # answered from the log's statistics
+    target = max(int(size / max(rows, 1) * ROWS_PER_FILE), MIN_TARGET_BYTES)
+    if files < math.ceil(size / target) + COMPACT_AT:
+        return 0
+    spark.conf.set("spark.databricks.delta.optimize.minFileSize", str(target // 4))
+    spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(target))
+    result = retry_conflicts(
+        lambda: spark.sql(f"OPTIMIZE delta.`{uri}`").collect(), f"compacting {uri}"
+    )
+    return int(result[0]["metrics"]["numFilesRemoved"])
+
+
 def vacuum(spark: SparkSession, uri: str, seconds: float) -> None:
     """Delete the files no version of the last ``seconds`` uses (and that no version does)."""
     hours = max(seconds, 0.0) / 3600
@@ -85,11 +113,18 @@ def vacuum(spark: SparkSession, uri: str, seconds: float) -> None:
 
 
 def keep_bounded(
-    spark: SparkSession, uri: str, history_seconds: float, drop: Sequence[str] = ()
+    spark: SparkSession,
+    uri: str,
+    history_seconds: float,
+    drop: Sequence[str] = (),
+    *,
+    compact_files: bool = False,
 ) -> TableUpkeep:
-    """All of the above for one table, in order: retention, dropped partitions, VACUUM."""
+    """All of the above for one table, in order: retention, dropped partitions, compaction
+    (when asked: mirrors, whose MERGEs leave small files), VACUUM."""
     before = table_version(spark, uri)
     changed = set_history_retention(spark, uri, history_seconds)
     dropped = drop_partitions(spark, uri, drop) if drop else 0
+    compacted = compact(spark, uri) if compact_files else 0
     vacuum(spark, uri, history_seconds)
-    return TableUpkeep(uri, changed, dropped, before, table_version(spark, uri))
+    return TableUpkeep(uri, changed, dropped, compacted, before, table_version(spark, uri))

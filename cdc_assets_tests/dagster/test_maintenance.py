@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from dagster import AssetRecordsFilter, DagsterInstance, RunRequest, RunsFilter
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from pyspark.sql import SparkSession
@@ -18,6 +19,7 @@ from cdc_assets.dagster.names import (
     sync_job_name,
 )
 from cdc_assets.emulator.workload import DEMO_TABLES
+from cdc_assets.spark import table_maintenance
 from cdc_assets.spark.asset_store import local_path
 from cdc_assets.spark.mirror_store import lsn_versions, read_mirror_as_of
 
@@ -79,7 +81,7 @@ def test_maintenance_vacuums_drops_retired_changes_and_deletes_their_runs(
         assert {r.key for r in kept} <= set(keys), keys
     # files of earlier versions are deleted: only what the current version reads is left
     mirror_after, log_after = _data_files(mirror_dir), _data_files(log_dir)
-    assert mirror_after < mirror_before and log_after < log_before
+    assert mirror_before - mirror_after and log_after < log_before
     current = {Path(f).name for f in spark.read.format("delta").load(str(mirror_dir)).inputFiles()}
     assert {Path(f).name for f in mirror_after if "_change_data" not in f} == current
     harness.assert_mirrors_equal_source()
@@ -128,10 +130,13 @@ def test_maintenance_vacuums_drops_retired_changes_and_deletes_their_runs(
 
 
 def test_default_maintenance_keeps_history_and_every_change(
-    tmp_path: Path, spark: SparkSession, instance: DagsterInstance
+    tmp_path: Path, spark: SparkSession, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without drop_retired_changes and with 7 days of history, maintenance deletes nothing a
-    reader may still use: every retired range's rows and every mirror version stay."""
+    reader may still use: every retired range's rows and every mirror version stay. The
+    mirror's small files are compacted (here from 2 files too many on), which changes no row,
+    no LSN, and no later range."""
+    monkeypatch.setattr(table_maintenance, "COMPACT_AT", 2)
     harness = make_harness(tmp_path, spark, instance, tables=TABLES[:1], retain_ranges=1)
     harness.sync()
     chain = [harness.next_range(6) for _ in range(2)]
@@ -148,6 +153,15 @@ def test_default_maintenance_keeps_history_and_every_change(
         assert read_mirror_as_of(spark, mirror_dir, lsn).count() >= 0
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{mirror_dir}`").collect()[0]
     assert detail["properties"]["delta.logRetentionDuration"] == "interval 604800 seconds"
+    operations = [
+        r["operation"]
+        for r in spark.sql(f"DESCRIBE HISTORY delta.`{mirror_dir}` LIMIT 3").collect()
+    ]
+    assert "OPTIMIZE" in operations, operations
+    assert lsn_versions(spark, mirror_dir) == versions  # the LSNs reached, each at its version
+    harness.assert_mirrors_equal_source()
+    harness.next_range(6)  # the next range merges into the compacted mirror
+    harness.assert_mirrors_equal_source()
 
 
 def test_maintenance_settings_are_validated(tmp_path: Path) -> None:

@@ -1,0 +1,75 @@
+"""Compaction of a mirror's small files (:func:`cdc_assets.spark.table_maintenance.compact`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from cdc_assets.spark import key_clustering, table_maintenance
+
+ROWS = 4_000
+ROWS_PER_FILE = 1_000  # a clustered file here: the module's 100k rows scaled down
+
+
+def _files(spark: SparkSession, uri: str) -> set[str]:
+    return {Path(f).name for f in spark.read.format("delta").load(uri).inputFiles()}
+
+
+def _rows(spark: SparkSession, uri: str) -> list[tuple[int, str]]:
+    return sorted(tuple(r) for r in spark.read.format("delta").load(uri).collect())
+
+
+def test_compaction_packs_the_merges_small_files_and_keeps_the_clustered_ones(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(table_maintenance, "ROWS_PER_FILE", ROWS_PER_FILE)
+    monkeypatch.setattr(key_clustering, "ROWS_PER_FILE", ROWS_PER_FILE)
+    monkeypatch.setattr(table_maintenance, "MIN_TARGET_BYTES", 0)  # files here are KBs
+    uri = str(tmp_path / "mirror")
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id BIGINT, v STRING) USING delta TBLPROPERTIES "
+        "('delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')"
+    )
+    rows = spark.range(ROWS).selectExpr("id", "CAST(id * 7 AS STRING) AS v")
+    key_clustering.clustered(rows, ["id"], ROWS).write.format("delta").mode("append").save(uri)
+    big = _files(spark, uri)
+    assert len(big) == ROWS // ROWS_PER_FILE
+    for i in range(8):  # each range's MERGE: updates in one key range, inserts past the end
+        spark.range(i * 400, i * 400 + 3).union(spark.range(ROWS + i, ROWS + i + 1)).selectExpr(
+            "id", f"'range {i}' AS v"
+        ).createOrReplaceTempView("changes")
+        spark.sql(
+            f"MERGE INTO delta.`{uri}` t USING changes s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        )
+    small = _files(spark, uri) - big
+    # every MERGE rewrote nothing (deletion vectors): the clustered files are all still read
+    assert big <= _files(spark, uri) and len(small) >= 8, small
+    expected = _rows(spark, uri)
+    version = table_maintenance.table_version(spark, uri)
+
+    monkeypatch.setattr(table_maintenance, "COMPACT_AT", len(small) + 1)
+    assert table_maintenance.compact(spark, uri) == 0  # too few small files: nothing done
+    assert table_maintenance.table_version(spark, uri) == version
+
+    monkeypatch.setattr(table_maintenance, "COMPACT_AT", 4)
+    replaced = table_maintenance.compact(spark, uri)
+    after = _files(spark, uri)
+    assert replaced >= len(small), (replaced, small)
+    assert not small & after  # the small files are gone from the current version ...
+    assert len(after - big) < len(small) // 2, after - big  # ... packed into a few
+    assert big <= after  # a few rows deleted of each: the key-range files stay as they are
+    assert _rows(spark, uri) == expected
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").collect()[0]
+    assert history["operation"] == "OPTIMIZE"
+    # no data changed: the change data feed since the last MERGE is empty
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", version + 1)
+        .load(uri)
+    )
+    assert feed.count() == 0
+    assert table_maintenance.compact(spark, uri) == 0  # compacted: nothing more to do
