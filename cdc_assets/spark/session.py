@@ -99,6 +99,10 @@ def delta_jars(storage_path: str | None = None) -> list[str]:
     return jars
 
 
+# spark.sql.* settings fixed when the server starts: a Spark Connect client cannot set them.
+STATIC_SQL_SETTINGS = frozenset({"spark.sql.extensions"})
+
+
 def session_conf(
     conf: Mapping[str, str] | None = None, *, storage_path: str | None = None
 ) -> dict[str, str]:
@@ -131,10 +135,15 @@ def session_options(
 ) -> dict[str, str]:
     """The builder options: :func:`session_conf` with the master, or ``spark.remote`` for a
     Spark Connect server, which has its own master, jars and static settings: the client sets
-    only the ``spark.sql.*`` ones (PySpark skips those that are static)."""
+    only the ``spark.sql.*`` ones that a session may change (a static one would be refused with
+    a warning in every run's log)."""
     if remote is not None:
         options = {**DEFAULT_CONF, **(conf or {})}
-        runtime = {k: v for k, v in options.items() if k.startswith("spark.sql.")}
+        runtime = {
+            k: v
+            for k, v in options.items()
+            if k.startswith("spark.sql.") and k not in STATIC_SQL_SETTINGS
+        }
         return {"spark.remote": remote, "spark.app.name": app_name, **runtime}
     options = session_conf(conf, storage_path=storage_path)
     return {"spark.master": master, "spark.app.name": app_name, **options}

@@ -1,5 +1,6 @@
 """The session's Delta Lake jars: found where scripts/install_jars.sh puts them, one clear error
-naming the command when they are not there (no download when Spark starts)."""
+naming the command when they are not there (no download when Spark starts); what a Spark Connect
+client sets."""
 
 from __future__ import annotations
 
@@ -37,3 +38,14 @@ def test_s3_storage_needs_the_s3_jars(tmp_path: Path, monkeypatch: pytest.Monkey
     assert len(session.delta_jars("/data/storage")) == 2  # local storage: no S3 jars needed
     with pytest.raises(session.MissingJars, match=r"needs hadoop-aws jars.*install_jars\.sh"):
         session.delta_jars("s3a://bucket/storage")
+
+
+def test_a_spark_connect_client_sets_only_the_settings_a_session_may_change() -> None:
+    options = session.session_options(
+        remote="sc://127.0.0.1:15002", conf={"spark.sql.shuffle.partitions": "2", "spark.x": "1"}
+    )
+    assert options["spark.remote"] == "sc://127.0.0.1:15002"
+    assert options["spark.sql.shuffle.partitions"] == "2"
+    assert options["spark.sql.session.timeZone"] == "UTC"
+    # the server has Delta's extension, jars and master already; setting them again is refused
+    assert not {"spark.sql.extensions", "spark.jars", "spark.master", "spark.x"} & set(options)
