@@ -117,9 +117,12 @@ def wait_for(
             return value
         time.sleep(0.5)
     last = f" (last seen: {dict(seen)})" if seen is not None else ""
+    try:
+        runs = runs_report(log.parent)
+    except Exception as error:  # the diagnosis must never hide the timeout itself
+        runs = f"(could not list the runs: {error!r})\n"
     raise AssertionError(
-        f"timed out after {timeout:.0f} s waiting for {what}{last}; "
-        f"{unfinished_runs(log.parent)}{log_tail(log)}"
+        f"timed out after {timeout:.0f} s waiting for {what}{last}; {runs}{log_tail(log)}"
     )
 
 
@@ -133,15 +136,31 @@ _TICK_LINES = (
 PY_SPY = Path(sys.executable).with_name("py-spy")
 
 
-def unfinished_runs(tmp: Path, events: int = 12) -> str:
-    """Each run not finished in the instance ``tmp/dagster_home``: its last events, and where
-    its process stands (``py-spy dump`` of the run worker), so a hung run says where it hangs."""
+def runs_report(tmp: Path, events: int = 12) -> str:
+    """The newest runs of the instance ``tmp/dagster_home`` and their status; of each run not
+    finished, its last events and where its process stands (``py-spy dump`` of the run worker),
+    so a hung run says where it hangs."""
     home = tmp / "dagster_home"
     if not (home / "dagster.yaml").exists():
         return ""
     out = []
     with DagsterInstance.from_config(str(home)) as instance:
-        for record in instance.get_run_records(RunsFilter(), limit=20):
+        records = instance.get_run_records(RunsFilter(), limit=20)
+        out.append("latest runs (newest first):")
+        for record in records[:8]:
+            run = record.dagster_run
+            key = run.tags.get("dagster/partition", "")
+            out.append(f"  {run.run_id[:8]} {run.job_name} {key} {run.status.value}")
+        for state in instance.all_instigator_state():  # the sensors' and schedules' last ticks
+            ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=3)
+            for tick in ticks:
+                why = tick.error.message[:300] if tick.error else (tick.skip_reason or "")
+                out.append(
+                    f"  tick of {tick.instigator_name} "
+                    f"{time.strftime('%H:%M:%S', time.gmtime(tick.timestamp))} "
+                    f"{tick.status.value} runs={list(tick.run_ids)} {why}"
+                )
+        for record in records:
             run = record.dagster_run
             if run.is_finished:
                 continue
@@ -153,9 +172,11 @@ def unfinished_runs(tmp: Path, events: int = 12) -> str:
                     f"  {time.strftime('%H:%M:%S', time.gmtime(entry.timestamp))} "
                     f"{entry.step_key or ''} {kind} {entry.user_message[:160]}"
                 )
-            for pid in sorted({e.pid for e in logs if e.pid}):  # the run worker (and steps')
+            # the run worker (and steps'): the process ids their events were reported from
+            pids = {e.dagster_event.pid for e in logs if e.dagster_event and e.dagster_event.pid}
+            for pid in sorted(pids):
                 out.extend(_stack(pid))
-    return "\n".join(out) + "\n" if out else "no run in progress\n"
+    return "\n".join(out) + "\n"
 
 
 def _stack(pid: int) -> list[str]:
@@ -207,10 +228,25 @@ class DagsterDev:
 
 
 def write_project(
-    tmp: Path, source_db: Path, *, sync: dict[str, Any], examples: list[str]
+    tmp: Path,
+    source_db: Path,
+    *,
+    sync: dict[str, Any],
+    examples: list[str],
+    spark_remote: str | None = None,
 ) -> tuple[Path, Path]:
     """A cdc_assets config for ``source_db`` and a DAGSTER_HOME like the demo's (freshness on,
-    telemetry off, queued runs launched within a second)."""
+    telemetry off, queued runs launched within a second). Runs attach to the Spark Connect server
+    ``spark_remote`` names (as the demo's do), else each starts a driver of its own."""
+    # as the demo's config: a faster-starting driver JVM when a run starts one
+    spark: dict[str, Any] = (
+        {"remote": spark_remote}
+        if spark_remote
+        else {
+            "master": "local[2]",
+            "conf": {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"},
+        }
+    )
     config = tmp / "cdc_assets.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -224,13 +260,7 @@ def write_project(
                     }
                 ],
                 "storage": {"base_path": str(tmp / "storage")},
-                # as the demo's config: a faster-starting driver JVM (one per run)
-                "spark": {
-                    "master": "local[2]",
-                    "conf": {
-                        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-                    },
-                },
+                "spark": spark,
                 "examples": examples,
             }
         )
