@@ -15,33 +15,22 @@ from pathlib import Path
 
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION
 from cdc_assets.lsn import LsnRange
-from cdc_assets.spark import connect_server
-from cdc_assets_tests.support.net import free_port
+from cdc_assets_tests.support.spark_connect import connect_server_for
 
 from . import connect_runner
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def test_snapshot_and_ranges_through_a_spark_connect_server(tmp_path: Path) -> None:
-    port = free_port()
-    log = tmp_path / "connect-server.log"
-    server = connect_server.start(
-        port=port,
-        master="local[2]",
-        conf={"spark.driver.extraJavaOptions": FAST_JVM, "spark.driver.memory": "768m"},
-        log=log,
-        timeout_s=180,
-    )
-    try:
+    with connect_server_for(tmp_path) as server:
         done = subprocess.run(
             [
                 sys.executable,
                 "-m",
                 "cdc_assets_tests.cluster.connect_runner",
                 str(tmp_path),
-                f"sc://127.0.0.1:{port}",
+                server.url,
             ],
             cwd=ROOT,
             env={**os.environ, "PYSPARK_PYTHON": sys.executable},
@@ -49,12 +38,10 @@ def test_snapshot_and_ranges_through_a_spark_connect_server(tmp_path: Path) -> N
             text=True,
             timeout=600,
         )
-    finally:
-        connect_server.stop(server)
     lines = [x for x in done.stdout.splitlines() if x.startswith(connect_runner.RESULT_PREFIX)]
     assert done.returncode == 0 and lines, (
         f"runner failed ({done.returncode}):\n{done.stderr[-3000:]}\n--- server log:\n"
-        f"{log.read_text(errors='replace')[-2000:]}"
+        f"{server.log_tail()}"
     )
     result = json.loads(lines[-1][len(connect_runner.RESULT_PREFIX) :])
     assert result["session"] == "pyspark.sql.connect.session.SparkSession", result
@@ -64,4 +51,4 @@ def test_snapshot_and_ranges_through_a_spark_connect_server(tmp_path: Path) -> N
     assert len(ranges) >= 2, partitions
     assert all(b.lo == a.hi for a, b in itertools.pairwise(ranges)), partitions
     assert result["mirror_lsn"] == ranges[-1].hi.hex
-    assert server.returncode is not None  # stopped with its process group
+    assert server.process.returncode is not None  # stopped with its process group

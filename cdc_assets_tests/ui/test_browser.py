@@ -40,6 +40,7 @@ from cdc_assets_tests.support.dagster_dev import (
     wait_for,
     write_project,
 )
+from cdc_assets_tests.support.spark_connect import connect_server_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 # As the machine's probe starts it: no sandbox as root, no GPU, no calls home (refused here).
@@ -422,12 +423,22 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
     conn.close()
     while emulator.scan(db) > 0:
         pass
-    config, home = write_project(
-        tmp_path,
-        db,
-        sync={"sensor_interval_seconds": 1, "on_gap": "fail"},
-        examples=["daily_orders"],
-    )
+    # As make demo runs: every run attaches to one warm Spark Connect server (a run starting a
+    # driver of its own spends most of its time on that beside another test's Spark).
+    with connect_server_for(tmp_path, memory="1g") as spark:
+        config, home = write_project(
+            tmp_path,
+            db,
+            sync={"sensor_interval_seconds": 1, "on_gap": "fail"},
+            examples=["daily_orders"],
+            spark_remote=spark.url,
+        )
+        _the_scenario(tmp_path, db, config, home, page, artifacts)
+
+
+def _the_scenario(
+    tmp_path: Path, db: Path, config: Path, home: Path, page: Any, artifacts: Path
+) -> None:
     with dagster_dev(tmp_path, config, home) as dev:
         # 0. Healthy looks healthy. The sensor (running by default) snapshots, a range follows;
         # the health job runs (what its 5-minute schedule does), the aggregate follows the mirror
