@@ -32,7 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from .asset_store import PARTITION_COLUMN, sql_string
 from .concurrent_commits import retry_conflicts
@@ -65,10 +65,18 @@ def table_version(spark: SparkSession, uri: str) -> int:
     return int(spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").collect()[0]["version"])
 
 
-def set_history_retention(spark: SparkSession, uri: str, seconds: float) -> bool:
-    """Make the table keep ``seconds`` of history; False (and no commit) if it already does."""
+def table_detail(spark: SparkSession, uri: str) -> Row:
+    """``DESCRIBE DETAIL`` of the table: its properties, number of files and size."""
+    return spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
+
+
+def set_history_retention(
+    spark: SparkSession, uri: str, seconds: float, detail: Row | None = None
+) -> bool:
+    """Make the table keep ``seconds`` of history; False (and no commit) if it already does.
+    ``detail``: the table's :func:`table_detail` when the caller has read it."""
     wanted = interval(seconds)
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
+    detail = detail or table_detail(spark, uri)
     current = dict(detail["properties"] or {})
     if all(current.get(name) == wanted for name in HISTORY_PROPERTIES):
         return False
@@ -87,10 +95,11 @@ def drop_partitions(spark: SparkSession, uri: str, keys: Sequence[str]) -> int:
     return len(keys)
 
 
-def compact(spark: SparkSession, uri: str) -> int:
+def compact(spark: SparkSession, uri: str, detail: Row | None = None) -> int:
     """Bin-pack the table's small files (OPTIMIZE) when it has :data:`COMPACT_AT` more files
-    than its rows need; how many files were replaced (0: nothing done, no commit)."""
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
+    than its rows need; how many files were replaced (0: nothing done, no commit). ``detail``:
+    the table's :func:`table_detail` when the caller has read it since its files last changed."""
+    detail = detail or table_detail(spark, uri)
     files, size = int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
     rows = spark.read.format("delta").load(uri).count()  # answered from the log's statistics
     target = max(int(size / max(rows, 1) * ROWS_PER_FILE), MIN_TARGET_BYTES)
@@ -123,8 +132,9 @@ def keep_bounded(
     """All of the above for one table, in order: retention, dropped partitions, compaction
     (when asked: mirrors, whose MERGEs leave small files), VACUUM."""
     before = table_version(spark, uri)
-    changed = set_history_retention(spark, uri, history_seconds)
+    detail = table_detail(spark, uri)  # one read for both: the retention commit moves no file
+    changed = set_history_retention(spark, uri, history_seconds, detail)
     dropped = drop_partitions(spark, uri, drop) if drop else 0
-    compacted = compact(spark, uri) if compact_files else 0
+    compacted = compact(spark, uri, None if dropped else detail) if compact_files else 0
     vacuum(spark, uri, history_seconds)
     return TableUpkeep(uri, changed, dropped, compacted, before, table_version(spark, uri))
