@@ -35,7 +35,9 @@ from . import standalone_runner
 ROOT = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT = 60.0
-RUNNER_TIMEOUT = 150.0
+# a guard against a hung runner, not a speed limit: 120-135 s here, over 150 s in CI beside
+# the other pytest worker's Spark
+RUNNER_TIMEOUT = 600.0
 STOP_TIMEOUT = 15.0
 
 
@@ -247,6 +249,14 @@ def _run(cluster: Cluster, root: Path) -> tuple[dict[str, Any] | None, str, int,
     try:
         cluster.wait_alive()
         stdout, _ = process.communicate(timeout=RUNNER_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise AssertionError(
+            f"the runner did not end within {RUNNER_TIMEOUT:.0f} s\n--- runner log:\n"
+            f"{_tail(root / 'runner.log', 4000)}\n{cluster.logs()}"
+        ) from None
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
