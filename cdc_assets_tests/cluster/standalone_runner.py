@@ -36,6 +36,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from cdc_assets.spark import sqlserver_source
+from cdc_assets_tests.support.jvm import FAST_JVM
 
 STARTED = time.monotonic()
 PROBE_SOURCE = "cdc_sqlserver_probe"
@@ -46,7 +47,6 @@ WORKLOAD_STEPS = 12
 # Two tables keep the runs short: a composite key, a name that needs brackets, a parent link.
 TABLES = ("orders", "order lines")
 EXECUTOR_FIELDS = ("id", "hostPort", "isActive", "totalCores", "totalTasks", "completedTasks")
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _say(text: str) -> None:
@@ -182,8 +182,8 @@ def wait_for_cluster(webui_port: int, timeout: float) -> str:
     while time.monotonic() < deadline:
         try:
             state = _get_json(f"http://127.0.0.1:{webui_port}/json/")
-        except OSError as exc:
-            state = f"no answer: {exc}"
+        except (OSError, ValueError) as exc:  # ValueError: a master still starting answers ""
+            state = f"no answer: {exc!r}"
         else:
             if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
                 return str(state["url"])

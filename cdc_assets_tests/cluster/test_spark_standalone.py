@@ -28,6 +28,7 @@ from typing import Any
 
 import pyspark
 
+from cdc_assets_tests.support.jvm import FAST_JVM
 from cdc_assets_tests.support.net import free_port
 
 from . import standalone_runner
@@ -135,7 +136,7 @@ def standalone_cluster(root: Path) -> Iterator[Cluster]:
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         # The daemons only schedule: the client compiler and the serial collector start them
         # in about half the time on 2 busy cores.
-        "SPARK_DAEMON_JAVA_OPTS": standalone_runner.FAST_JVM,
+        "SPARK_DAEMON_JAVA_OPTS": FAST_JVM,
         "SPARK_DAEMON_MEMORY": "512m",
     }
     spark_class = str(SPARK_HOME / "bin" / "spark-class")

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import yaml
 from dagster import DagsterInstance, RunsFilter
 
+from cdc_assets_tests.support.jvm import FAST_JVM
 from cdc_assets_tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -244,7 +245,7 @@ def write_project(
         if spark_remote
         else {
             "master": "local[2]",
-            "conf": {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"},
+            "conf": {"spark.driver.extraJavaOptions": FAST_JVM},
         }
     )
     config = tmp / "cdc_assets.yaml"

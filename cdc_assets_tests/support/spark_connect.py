@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdc_assets.spark import connect_server
+from cdc_assets_tests.support.jvm import FAST_JVM
 from cdc_assets_tests.support.net import free_port
-
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @dataclass(frozen=True)
