@@ -21,6 +21,7 @@ new and ascending, as identity keys are).
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -65,8 +66,14 @@ def sql_literal(value: Any, data_type: T.DataType) -> str | None:
         return f"TIMESTAMP_NTZ'{value.isoformat(sep=' ')}'"
     if isinstance(data_type, T.BinaryType) and isinstance(value, bytes | bytearray):
         return f"X'{bytes(value).hex()}'"
-    # decimals and the rest: a decimal literal has the precision of its digits, not the
-    # column's, and the cast Spark would add hides the column from data skipping
+    if isinstance(data_type, T.DecimalType) and isinstance(value, decimal.Decimal):
+        # a bare decimal literal has the precision of its digits, not the column's, and the
+        # cast Spark would add to the column hides it from data skipping; a literal cast to the
+        # column's type is folded into a literal of exactly that type
+        if not value.is_finite():
+            return None
+        return f"CAST('{value:f}' AS DECIMAL({data_type.precision},{data_type.scale}))"
+    # floating point and the rest: no exact literal of the column's type here
     return None
 
 

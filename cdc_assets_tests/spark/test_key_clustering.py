@@ -88,16 +88,66 @@ def test_a_few_changes_read_only_the_files_of_their_keys(
     expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
     touched = {path for path, low, high in files if any(low <= k <= high for k in (5, 333))}
     aside = tmp_path / "aside"
-    aside.mkdir()
-    for path, _, _ in files:
-        if path not in touched:
-            shutil.move(Path(uri) / path, aside / path)
+    _move_aside_all_but(uri, files, touched, aside)
     # without the key condition the MERGE reads every file, and misses the ones moved aside
     with pytest.raises(Exception, match=r"(?i)not.?found|does not exist|FileNotFound"):
         _merge(spark, store, changes, ["id"], None)
     _merge(spark, store, changes, ["id"], ROWS)  # reads only the files holding 5 and 333
+    _move_back(uri, aside)
+    assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
+
+
+def _move_aside_all_but(
+    uri: str, files: list[tuple[str, object, object]], keep: set[str], aside: Path
+) -> None:
+    aside.mkdir()
+    for path, _, _ in files:
+        if path not in keep:
+            shutil.move(Path(uri) / path, aside / path)
+
+
+def _move_back(uri: str, aside: Path) -> None:
     for moved in aside.iterdir():
         shutil.move(moved, Path(uri) / moved.name)
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["key list", "key range"])
+def test_decimal_keys_read_only_the_files_of_their_keys(
+    spark: SparkSession,
+    tmp_path: Path,
+    small_files: None,
+    monkeypatch: pytest.MonkeyPatch,
+    many: bool,
+) -> None:
+    """numeric(18,0) identity keys are common in older SQL Server schemas: their MERGE skips
+    files as an integer key's does, as a list of keys and as a range."""
+    if many:
+        monkeypatch.setattr(key_clustering, "KEY_LIST_MAX", 1)
+    data = "id decimal(18,2), v string"
+    base = spark.createDataFrame([(Decimal(i) / 4, f"v{i}") for i in range(ROWS)], data)
+    store = AssetStore(tmp_path)
+    uri = _rebuild(spark, store, base, ["id"])
+    files = _files(uri, "id")
+    assert len(files) >= ROWS // PER_FILE
+    keys = [Decimal("50.25"), Decimal("52.50")]
+    changes = change_rows(spark, [(11, 1, 4, keys[0], "x"), (11, 2, 1, keys[1], "gone")], data)
+    condition = target_key_condition(changes, "id")
+    assert condition is not None and ("BETWEEN" in condition) == many, condition
+    expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
+    touched = {
+        path
+        for path, low, high in files
+        if any(Decimal(str(low)) <= k <= Decimal(str(high)) for k in keys)
+    }
+    assert len(touched) < len(files) / 2, (touched, files)
+    aside = tmp_path / "aside"
+    _move_aside_all_but(uri, files, touched, aside)
+    try:
+        with pytest.raises(Exception, match=r"(?i)not.?found|does not exist|FileNotFound"):
+            _merge(spark, store, changes, ["id"], None)  # no key condition: reads every file
+        _merge(spark, store, changes, ["id"], ROWS)  # fails if it reads a file moved aside
+    finally:
+        _move_back(uri, aside)
     assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
 
 
@@ -157,7 +207,9 @@ def test_literals_have_the_column_type_or_none() -> None:
         == "TIMESTAMP_NTZ'2024-01-02 03:04:05.000006'"
     )
     assert sql_literal(b"\x00\xff", T.BinaryType()) == "X'00ff'"
+    assert sql_literal(Decimal("-1.5"), T.DecimalType(18, 4)) == "CAST('-1.5' AS DECIMAL(18,4))"
+    assert sql_literal(Decimal("1E+3"), T.DecimalType(38, 0)) == "CAST('1000' AS DECIMAL(38,0))"
     # no literal of the column's own type: no condition (the MERGE reads every file)
-    assert sql_literal(Decimal("1.5"), T.DecimalType(18, 4)) is None
+    assert sql_literal(Decimal("NaN"), T.DecimalType(18, 4)) is None
     assert sql_literal(1.5, T.DoubleType()) is None
     assert sql_literal(None, T.LongType()) is None
