@@ -6,12 +6,13 @@ skip files instead, using the min/max statistics it keeps per file and column:
 
 - the mirror's rebuild from a snapshot is written range-partitioned and sorted by its key, in
   files of about :data:`ROWS_PER_FILE` rows, so each file holds one narrow key range;
-- the MERGE's ``ON`` clause gets a condition on the target's first key column alone — the
-  source's keys as equalities joined by ``OR`` (at most :data:`KEY_LIST_MAX`; Delta's data
-  skipping does not use an ``IN`` list), else their ``BETWEEN`` range — which Delta uses to
-  prune files before it joins (``filterFiles`` with the condition's target-only predicates). The
-  condition holds for every target row whose key is in the source, so matches and inserts are
-  unchanged.
+- the MERGE's ``ON`` clause gets a condition on each of the target's key columns — the
+  source's values of it as equalities joined by ``OR`` (at most :data:`KEY_LIST_MAX` keys;
+  Delta's data skipping does not use an ``IN`` list), else their ``BETWEEN`` range — which Delta
+  uses to prune files before it joins (``filterFiles`` with the condition's target-only
+  predicates). A later key column matters when the first has few values (a tenant, a company
+  code): every file then holds the same first value. The condition holds for every target row
+  whose key is in the source, so matches and inserts are unchanged.
 
 Small mirrors (one file or a few) get neither: no sampling job for the range partitioning, no
 job to collect keys. Rows a MERGE inserts go to new files of their own (narrow when the keys are
@@ -77,23 +78,50 @@ def sql_literal(value: Any, data_type: T.DataType) -> str | None:
     return None
 
 
-def target_key_condition(source: DataFrame, column: str, alias: str = "t") -> str | None:
-    """A condition on ``alias.column`` (the target's first key column, as stored) that every
-    target row matching a source row meets: the source's values of it as equalities joined by
-    ``OR``, or their range; None when a value has no literal form here (no file skipping then).
-    One Spark job (two for more than :data:`KEY_LIST_MAX` distinct keys)."""
-    data_type = source.schema[column].dataType
-    target = f"{alias}.{sql_name(column)}"
-    keys = source.select(sql_name(column)).where(F.col(sql_name(column)).isNotNull()).distinct()
-    values = [row[0] for row in keys.limit(KEY_LIST_MAX + 1).collect()]
-    if not values:
-        return "FALSE"  # nothing can match: every source row is an insert
-    if len(values) <= KEY_LIST_MAX:
-        literals = [sql_literal(v, data_type) for v in values]
-        if any(lit is None for lit in literals):
-            return None
-        return "(" + " OR ".join(f"{target} = {lit}" for lit in sorted(map(str, literals))) + ")"
-    low, high = source.agg(F.min(sql_name(column)), F.max(sql_name(column))).collect()[0]
+def target_key_condition(source: DataFrame, columns: Sequence[str], alias: str = "t") -> str | None:
+    """A condition on the target's key ``columns`` (as stored) that every target row matching a
+    source row meets: for each column, the source's values of it as equalities joined by ``OR``,
+    or their range, the columns' conditions joined by ``AND`` (a later key column prunes the
+    files of a first one with few values, such as a tenant); a column whose values have no
+    literal form here is left out, None when none is left (no file skipping then). One Spark
+    job for the source's keys (two for more than :data:`KEY_LIST_MAX` distinct keys)."""
+    names = [sql_name(c) for c in columns]
+    keys = source.select(*names).distinct()
+    rows = keys.limit(KEY_LIST_MAX + 1).collect()
+    if len(rows) <= KEY_LIST_MAX:
+        parts = [
+            _values_condition(f"{alias}.{name}", [r[i] for r in rows], source.schema[c].dataType)
+            for i, (c, name) in enumerate(zip(columns, names, strict=True))
+        ]
+    else:
+        bounds = source.agg(*(f(n) for n in names for f in (F.min, F.max))).collect()[0]
+        parts = [
+            _range_condition(
+                f"{alias}.{name}", bounds[2 * i], bounds[2 * i + 1], source.schema[c].dataType
+            )
+            for i, (c, name) in enumerate(zip(columns, names, strict=True))
+        ]
+    if "FALSE" in parts:
+        return "FALSE"  # nothing can match (a key column is NULL in every source row): inserts
+    kept = [part for part in parts if part is not None]
+    return " AND ".join(kept) if kept else None
+
+
+def _values_condition(target: str, values: list[Any], data_type: T.DataType) -> str | None:
+    """``target`` equals one of ``values`` (NULLs never match ``=``)."""
+    present = {v for v in values if v is not None}
+    if not present:
+        return "FALSE"
+    literals = [sql_literal(v, data_type) for v in present]
+    if any(lit is None for lit in literals):
+        return None
+    return "(" + " OR ".join(f"{target} = {lit}" for lit in sorted(map(str, literals))) + ")"
+
+
+def _range_condition(target: str, low: Any, high: Any, data_type: T.DataType) -> str | None:
+    """``target`` within [low, high] (the source's min and max of it; both None: all NULL)."""
+    if low is None and high is None:
+        return "FALSE"
     bounds = sql_literal(low, data_type), sql_literal(high, data_type)
     if bounds[0] is None or bounds[1] is None:
         return None

@@ -161,8 +161,8 @@ def merge_keyed(
     target_rows: int | None = None,
 ) -> Published:
     """Apply ``changes`` to the keyed mirror: the last change per key decides. ``target_rows``:
-    the mirror's rows before, when known; a large mirror's MERGE gets a condition on its first
-    key column that lets Delta skip the files no change touches (:mod:`.key_clustering`)."""
+    the mirror's rows before, when known; a large mirror's MERGE gets a condition on its key
+    columns that lets Delta skip the files no change touches (:mod:`.key_clustering`)."""
     uri = store.location(key_path)
     columns = _target_columns(spark, uri)
     last = last_change_per_key(changes, key_columns, snapshot_lsn)
@@ -175,7 +175,7 @@ def merge_keyed(
     )
     on = " AND ".join(f"t.{_s(k)} = s.{_s(k)}" for k in key_columns)
     if is_large(target_rows):
-        skip = target_key_condition(source, stored_name(key_columns[0]))
+        skip = target_key_condition(source, [stored_name(k) for k in key_columns])
         on += f" AND {skip}" if skip else ""
     sets = ", ".join(f"t.{_s(c)} = s.{_s(c)}" for c in columns if c not in key_columns)
     names = ", ".join(_s(c) for c in columns)

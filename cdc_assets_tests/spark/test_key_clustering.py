@@ -131,7 +131,7 @@ def test_decimal_keys_read_only_the_files_of_their_keys(
     assert len(files) >= ROWS // PER_FILE
     keys = [Decimal("50.25"), Decimal("52.50")]
     changes = change_rows(spark, [(11, 1, 4, keys[0], "x"), (11, 2, 1, keys[1], "gone")], data)
-    condition = target_key_condition(changes, "id")
+    condition = target_key_condition(changes, ["id"])
     assert condition is not None and ("BETWEEN" in condition) == many, condition
     expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
     touched = {
@@ -172,11 +172,54 @@ def test_text_and_composite_keys_merge_like_the_reference(
         data,
     )
     source = changes.select("name")
-    condition = target_key_condition(source, "name")
+    condition = target_key_condition(source, ["name"])
     assert condition is not None and condition.startswith("(t.`name` = ")
     assert "t.`name` = 'o\\'brien0' OR" in condition and "'back\\\\slash0'" in condition
     expected = sorted_rows(merge_keyed(base, changes, key_columns=keys, snapshot_lsn=lsn(10)))
     _merge(spark, store, changes, keys, ROWS)
+    assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
+
+
+@pytest.mark.parametrize("many", [False, True], ids=["key list", "key range"])
+def test_a_later_key_column_prunes_the_files_of_a_first_one_with_few_values(
+    spark: SparkSession,
+    tmp_path: Path,
+    small_files: None,
+    monkeypatch: pytest.MonkeyPatch,
+    many: bool,
+) -> None:
+    """Keys (tenant, id) with two tenants: every file of a tenant holds the same first value, so
+    only the condition on ``id`` keeps the MERGE to the files of the changed keys."""
+    if many:
+        monkeypatch.setattr(key_clustering, "KEY_LIST_MAX", 1)
+    data = "tenant string, id long, v string"
+    base = spark.createDataFrame([(f"t{i % 2}", i, f"v{i}") for i in range(ROWS)], data)
+    store = AssetStore(tmp_path)
+    keys = ["tenant", "id"]
+    uri = _rebuild(spark, store, base, keys)
+    files = _files(uri, "id")
+    changes = change_rows(spark, [(11, 1, 4, "t1", 201, "x"), (11, 2, 1, "t1", 203, "gone")], data)
+    condition = target_key_condition(changes, keys)
+    expected_id = "t.`id` BETWEEN 201L AND 203L" if many else "(t.`id` = 201L OR t.`id` = 203L)"
+    assert condition is not None and condition.endswith(f" AND {expected_id}"), condition
+    expected = sorted_rows(merge_keyed(base, changes, key_columns=keys, snapshot_lsn=lsn(10)))
+    touched = {path for path, low, high in files if low <= 203 and high >= 201}
+    of_tenant = {p for p, low, high in _files(uri, "tenant") if low <= "t1" <= high}
+    assert len(touched) < len(of_tenant) / 2, (touched, of_tenant)
+    aside = tmp_path / "aside"
+    _move_aside_all_but(uri, files, touched, aside)
+    try:
+        with monkeypatch.context() as patch:  # the first key column's condition alone
+            patch.setattr(
+                mirror_store,
+                "target_key_condition",
+                lambda source, columns: target_key_condition(source, columns[:1]),
+            )
+            with pytest.raises(Exception, match=r"(?i)not.?found|does not exist|FileNotFound"):
+                _merge(spark, store, changes, keys, ROWS)
+        _merge(spark, store, changes, keys, ROWS)  # fails if it reads a file moved aside
+    finally:
+        _move_back(uri, aside)
     assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
 
 
@@ -189,7 +232,7 @@ def test_many_changed_keys_use_a_range(
     _rebuild(spark, store, base, ["id"])
     updates = [(11, k, 4, 100 + k, f"u{k}") for k in range(5)]
     changes = change_rows(spark, [*updates, (12, 9, 1, 250, "v250")], "id long, v string")
-    assert target_key_condition(changes, "id") == "t.`id` BETWEEN 100L AND 250L"
+    assert target_key_condition(changes, ["id"]) == "t.`id` BETWEEN 100L AND 250L"
     expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
     _merge(spark, store, changes, ["id"], ROWS)
     assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
