@@ -41,6 +41,14 @@ def small_files(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(key_clustering, "ROWS_PER_FILE", PER_FILE)
 
 
+@pytest.fixture(params=[False, True], ids=["key list", "key range"])
+def many(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the MERGE's key condition is a range (more changed keys than a list takes)."""
+    if request.param:
+        monkeypatch.setattr(key_clustering, "KEY_LIST_MAX", 1)
+    return bool(request.param)
+
+
 def _rebuild(spark: SparkSession, store: AssetStore, base: DataFrame, keys: list[str]) -> str:
     key = ["mirror", "t"]
     mirror_store.rebuild(
@@ -111,18 +119,14 @@ def _move_back(uri: str, aside: Path) -> None:
         shutil.move(moved, Path(uri) / moved.name)
 
 
-@pytest.mark.parametrize("many", [False, True], ids=["key list", "key range"])
 def test_decimal_keys_read_only_the_files_of_their_keys(
     spark: SparkSession,
     tmp_path: Path,
     small_files: None,
-    monkeypatch: pytest.MonkeyPatch,
     many: bool,
 ) -> None:
     """numeric(18,0) identity keys are common in older SQL Server schemas: their MERGE skips
     files as an integer key's does, as a list of keys and as a range."""
-    if many:
-        monkeypatch.setattr(key_clustering, "KEY_LIST_MAX", 1)
     data = "id decimal(18,2), v string"
     base = spark.createDataFrame([(Decimal(i) / 4, f"v{i}") for i in range(ROWS)], data)
     store = AssetStore(tmp_path)
@@ -180,7 +184,6 @@ def test_text_and_composite_keys_merge_like_the_reference(
     assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
 
 
-@pytest.mark.parametrize("many", [False, True], ids=["key list", "key range"])
 def test_a_later_key_column_prunes_the_files_of_a_first_one_with_few_values(
     spark: SparkSession,
     tmp_path: Path,
@@ -190,8 +193,6 @@ def test_a_later_key_column_prunes_the_files_of_a_first_one_with_few_values(
 ) -> None:
     """Keys (tenant, id) with two tenants: every file of a tenant holds the same first value, so
     only the condition on ``id`` keeps the MERGE to the files of the changed keys."""
-    if many:
-        monkeypatch.setattr(key_clustering, "KEY_LIST_MAX", 1)
     data = "tenant string, id long, v string"
     base = spark.createDataFrame([(f"t{i % 2}", i, f"v{i}") for i in range(ROWS)], data)
     store = AssetStore(tmp_path)
