@@ -1,8 +1,8 @@
 """Warm Spark: the sync through a Spark Connect server started from the pyspark distribution
 (:mod:`cdc_assets.spark.connect_server`), as ``make demo`` runs it: the snapshot and range runs
 attach to the server (``spark.remote``) instead of starting a driver, and the mirrors equal the
-source. The sync runs in a subprocess (:mod:`.connect_runner`): this process holds a classic
-session already."""
+source; and the runs attached to one server share its cores. The clients run in subprocesses
+(:mod:`.connect_runner`, :mod:`.sharing_runner`): this process holds a classic session already."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from cdc_assets.dagster.names import SNAPSHOT_PARTITION
 from cdc_assets.lsn import LsnRange
 from cdc_assets_tests.support.spark_connect import connect_server_for
 
-from . import connect_runner
+from . import connect_runner, sharing_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,3 +52,28 @@ def test_snapshot_and_ranges_through_a_spark_connect_server(tmp_path: Path) -> N
     assert all(b.lo == a.hi for a, b in itertools.pairwise(ranges)), partitions
     assert result["mirror_lsn"] == ranges[-1].hi.hex
     assert server.process.returncode is not None  # stopped with its process group
+
+
+def test_a_small_job_runs_beside_a_long_job_of_another_session(tmp_path: Path) -> None:
+    """The server schedules its sessions' jobs fairly: a range run's small job does not wait
+    behind every task of a long job another run started first (a maintenance VACUUM, a
+    snapshot), as it would first in, first out (Spark's default)."""
+    with connect_server_for(tmp_path) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "cdc_assets_tests.cluster.sharing_runner", server.url],
+            cwd=ROOT,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    lines = [x for x in done.stdout.splitlines() if x.startswith(sharing_runner.RESULT_PREFIX)]
+    assert done.returncode == 0 and lines, (
+        f"runner failed ({done.returncode}):\n{done.stderr[-3000:]}\n--- server log:\n"
+        f"{server.log_tail()}"
+    )
+    ended = json.loads(lines[-1][len(sharing_runner.RESULT_PREFIX) :])
+    # first in, first out: the small job's tasks start once the long job's last ones have, and
+    # it ends with it (measured 10 s after it started); shared, within a second or two of it
+    long_alone = sharing_runner.LONG_TASKS * sharing_runner.TASK_MS / 1000 / 2
+    assert ended["small"] < ended["long"] - long_alone / 3, ended

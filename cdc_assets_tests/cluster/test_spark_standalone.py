@@ -249,15 +249,13 @@ def _run(cluster: Cluster, root: Path) -> tuple[dict[str, Any] | None, str, int,
         )
     try:
         cluster.wait_alive()
-        stdout, _ = process.communicate(timeout=RUNNER_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise AssertionError(
-            f"the runner did not end within {RUNNER_TIMEOUT:.0f} s\n--- runner log:\n"
-            f"{_tail(root / 'runner.log', 4000)}\n{cluster.logs()}"
-        ) from None
+        try:
+            stdout, _ = process.communicate(timeout=RUNNER_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"the runner did not end within {RUNNER_TIMEOUT:.0f} s\n--- runner log:\n"
+                f"{_tail(root / 'runner.log', 4000)}\n{cluster.logs()}"
+            ) from None
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)

@@ -192,7 +192,9 @@ def _stack(pid: int) -> list[str]:
         check=False,
     )
     return [f"  py-spy dump of {pid}:"] + [
-        f"    {line}" for line in (dump.stdout + dump.stderr).splitlines()[:80]
+        # the innermost frames of the first threads: a longer dump hid the next run's report
+        f"    {line}"
+        for line in (dump.stdout + dump.stderr).splitlines()[:40]
     ]
 
 
@@ -235,10 +237,12 @@ def write_project(
     sync: dict[str, Any],
     examples: list[str],
     spark_remote: str | None = None,
+    maintenance: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """A cdc_assets config for ``source_db`` and a DAGSTER_HOME like the demo's (freshness on,
     telemetry off, queued runs launched within a second). Runs attach to the Spark Connect server
-    ``spark_remote`` names (as the demo's do), else each starts a driver of its own."""
+    ``spark_remote`` names (as the demo's do), else each starts a driver of its own.
+    ``maintenance``: the source's maintenance policy (default: the config's)."""
     # as the demo's config: a faster-starting driver JVM when a run starts one
     spark: dict[str, Any] = (
         {"remote": spark_remote}
@@ -258,6 +262,7 @@ def write_project(
                         "connection": {"emulator": {"path": str(source_db)}},
                         "sync": sync,
                         "owners": ["team:data-platform"],
+                        **({"maintenance": maintenance} if maintenance else {}),
                     }
                 ],
                 "storage": {"base_path": str(tmp / "storage")},
