@@ -12,38 +12,42 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION
 from cdc_assets.lsn import LsnRange
-from cdc_assets_tests.support.spark_connect import connect_server_for
+from cdc_assets_tests.support.spark_connect import ConnectServer, connect_server_for
 
 from . import connect_runner, sharing_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_snapshot_and_ranges_through_a_spark_connect_server(tmp_path: Path) -> None:
+def _run_client(
+    tmp_path: Path, runner: ModuleType, *args: str
+) -> tuple[dict[str, Any], ConnectServer]:
+    """Start a server, run ``runner`` (a client module) in a process of its own with ``args``
+    and the server's URL, stop the server; the runner's ``RESULT`` line, and the server."""
     with connect_server_for(tmp_path) as server:
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "cdc_assets_tests.cluster.connect_runner",
-                str(tmp_path),
-                server.url,
-            ],
+            [sys.executable, "-m", runner.__name__, *args, server.url],
             cwd=ROOT,
             env={**os.environ, "PYSPARK_PYTHON": sys.executable},
             capture_output=True,
             text=True,
             timeout=600,
         )
-    lines = [x for x in done.stdout.splitlines() if x.startswith(connect_runner.RESULT_PREFIX)]
+    lines = [x for x in done.stdout.splitlines() if x.startswith(runner.RESULT_PREFIX)]
     assert done.returncode == 0 and lines, (
         f"runner failed ({done.returncode}):\n{done.stderr[-3000:]}\n--- server log:\n"
         f"{server.log_tail()}"
     )
-    result = json.loads(lines[-1][len(connect_runner.RESULT_PREFIX) :])
+    return json.loads(lines[-1][len(runner.RESULT_PREFIX) :]), server
+
+
+def test_snapshot_and_ranges_through_a_spark_connect_server(tmp_path: Path) -> None:
+    result, server = _run_client(tmp_path, connect_runner, str(tmp_path))
     assert result["session"] == "pyspark.sql.connect.session.SparkSession", result
     partitions = result["partitions"]
     assert partitions[0] == SNAPSHOT_PARTITION, partitions
@@ -58,21 +62,7 @@ def test_a_small_job_runs_beside_a_long_job_of_another_session(tmp_path: Path) -
     """The server schedules its sessions' jobs fairly: a range run's small job does not wait
     behind every task of a long job another run started first (a maintenance VACUUM, a
     snapshot), as it would first in, first out (Spark's default)."""
-    with connect_server_for(tmp_path) as server:
-        done = subprocess.run(
-            [sys.executable, "-m", "cdc_assets_tests.cluster.sharing_runner", server.url],
-            cwd=ROOT,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    lines = [x for x in done.stdout.splitlines() if x.startswith(sharing_runner.RESULT_PREFIX)]
-    assert done.returncode == 0 and lines, (
-        f"runner failed ({done.returncode}):\n{done.stderr[-3000:]}\n--- server log:\n"
-        f"{server.log_tail()}"
-    )
-    ended = json.loads(lines[-1][len(sharing_runner.RESULT_PREFIX) :])
+    ended, _server = _run_client(tmp_path, sharing_runner)
     # first in, first out: the small job's tasks start once the long job's last ones have, and
     # it ends with it (measured 10 s after it started); shared, within a second or two of it
     long_alone = sharing_runner.LONG_TASKS * sharing_runner.TASK_MS / 1000 / 2
