@@ -30,13 +30,16 @@ from cdc_assets.sqlserver import (
     SnapshotIsolationNotAllowed,
     SqlServerError,
     begin_exact_snapshot,
+    capture_health,
     count_changes,
     count_rows,
+    find_max_lsn,
     wait_for_max_lsn,
 )
 
 from .chain import chain_end, recent_ranges
 from .chain_end_check import AT_CHAIN_END, at_chain_end_result
+from .health_checks import START_CAPTURE
 from .mirror import mirror_state
 from .source import Source, Table
 
@@ -71,11 +74,30 @@ def _mirror_at(spark: SparkSession, source: Source, table: Table) -> tuple[Lsn, 
     return Lsn.parse(properties["lsn"]), rows
 
 
-def _wait_for_capture(source: Source, lsn: Lsn) -> None:
-    """Until the capture job has passed ``lsn`` (CaptureNotReady after CAPTURE_WAIT_SECONDS)."""
+def _capture_not_past(source: Source, lsn: Lsn) -> str | None:
+    """None once the capture job has passed ``lsn``; else why the changes up to it cannot be
+    counted. At once when SQL Server Agent reports the continuous capture job stopped (no wait
+    could end well), after CAPTURE_WAIT_SECONDS of polling the max LSN otherwise."""
     conn = source.connect()
     try:
+        current = find_max_lsn(conn)
+        if current is not None and current >= lsn:
+            return None
+        health = capture_health(conn)
+        if health.job_running is False and health.continuous is not False:
+            return (
+                "the capture job is stopped (SQL Server Agent reports no running session), so "
+                f"the changes since the mirror cannot be counted: start it ({START_CAPTURE}); "
+                "capture_health tells more"
+            )
         wait_for_max_lsn(conn, lsn, timeout_s=CAPTURE_WAIT_SECONDS)
+        return None
+    except CaptureNotReady:
+        return (
+            f"the capture job has not passed the counted LSN {lsn.hex} within "
+            f"{CAPTURE_WAIT_SECONDS:g} s, so the changes since the mirror cannot be counted: "
+            "is it running (capture_health tells)?"
+        )
     finally:
         conn.close()
 
@@ -178,17 +200,11 @@ def build_mirror_checks(
                 yield _not_counted(table, f"could not count the source at one LSN: {exc}")
             return
         behind = [t for t in mirrors if mirrors[t][0] < snapshot_lsn]
-        try:
-            if behind:  # once for the source: the changes up to S must be captured to count
-                _wait_for_capture(source, snapshot_lsn)
+        try:  # once for the source: the changes up to S must be captured to count
+            why = _capture_not_past(source, snapshot_lsn) if behind else None
         except SqlServerError as exc:
-            why = (
-                f"the capture job has not passed the counted LSN {snapshot_lsn.hex} within "
-                f"{CAPTURE_WAIT_SECONDS:g} s, so the changes since the mirror cannot be counted: "
-                "is it running (capture_health tells)?"
-                if isinstance(exc, CaptureNotReady)
-                else f"could not count the changes since the mirror: {exc}"
-            )
+            why = f"could not count the changes since the mirror: {exc}"
+        if why is not None:
             for table in reconciling:
                 yield _not_counted(table, why)
             return

@@ -294,8 +294,9 @@ def _run_mirror_checks(harness: SyncHarness) -> dict[tuple[str, str], bool]:
 def test_reconcile_with_capture_stopped_waits_once_for_the_source(
     harness: SyncHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Capture stopped while the mirrors are behind the count's LSN: one wait for the source
-    (not one per table), then every ``reconcile`` warns that capture has not passed it."""
+    """Capture not passing the count's LSN (the job reported running, nothing captured) while
+    the mirrors are behind it: one wait for the source (not one per table), then every
+    ``reconcile`` warns that capture has not passed it."""
     harness.sync()
     harness.next_range()  # the mirrors are built by their first range
     for _ in range(6):  # written, not captured: the count's LSN is past the max LSN
@@ -318,6 +319,31 @@ def test_reconcile_with_capture_stopped_waits_once_for_the_source(
         assert not evaluation.passed
         assert evaluation.severity == AssetCheckSeverity.WARN
         assert "capture job has not passed" in (evaluation.description or ""), evaluation
+
+
+def test_reconcile_with_the_capture_job_stopped_says_so_without_waiting(
+    harness: SyncHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQL Server Agent reports the capture job stopped while the mirrors are behind the
+    count's LSN: no wait can end well, so every ``reconcile`` says at once that the job is
+    stopped and how to start it."""
+    harness.sync()
+    harness.next_range()
+    harness.write("EXEC sys.sp_cdc_stop_job @job_type = N'capture'")
+    for _ in range(6):  # written, not captured: the count's LSN is past the max LSN
+        harness.workload.step()
+    waits: list[float] = []
+    monkeypatch.setattr(mirror_checks, "wait_for_max_lsn", lambda *a, **kw: waits.append(1.0))
+    mirrors = [t.mirror_key for t in harness.source.tables]
+    result = harness.run_checks(AssetSelection.checks_for_assets(*mirrors))
+    reconciled = [e for e in result.get_asset_check_evaluations() if e.check_name == "reconcile"]
+    assert len(reconciled) == len(harness.source.tables) > 1
+    assert waits == []
+    for evaluation in reconciled:
+        assert not evaluation.passed
+        assert evaluation.severity == AssetCheckSeverity.WARN
+        assert "capture job is stopped" in (evaluation.description or ""), evaluation
+        assert "sp_cdc_start_job" in (evaluation.description or ""), evaluation
 
 
 def test_reconcile_counts_the_source_at_the_mirror_lsn(
