@@ -114,11 +114,14 @@ def compact(spark: SparkSession, uri: str, detail: Row | None = None) -> int:
 
 
 def vacuum(spark: SparkSession, uri: str, seconds: float) -> None:
-    """Delete the files no version of the last ``seconds`` uses (and that no version does)."""
-    hours = max(seconds, 0.0) / 3600
+    """Delete the files no version of the last ``seconds`` uses (and that no version does).
+    Delta rounds ``RETAIN`` to whole hours (0.17 h is 0: every file the current version does
+    not use would go, time travel within the history with them), so the hours are rounded up:
+    the history kept is at least ``seconds``."""
+    hours = math.ceil(max(seconds, 0.0) / 3600)
     # also here: a Spark Connect client passes only spark.sql.* settings to its session
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    spark.sql(f"VACUUM delta.`{uri}` RETAIN {hours:.6f} HOURS")
+    spark.sql(f"VACUUM delta.`{uri}` RETAIN {hours} HOURS")
 
 
 def keep_bounded(

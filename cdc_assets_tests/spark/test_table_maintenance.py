@@ -1,4 +1,5 @@
-"""Compaction of a mirror's small files (:func:`cdc_assets.spark.table_maintenance.compact`)."""
+"""Table maintenance (:mod:`cdc_assets.spark.table_maintenance`): compaction of a mirror's small
+files, and VACUUM keeping the history it is given."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from cdc_assets.config import duration_seconds
 from cdc_assets.spark import key_clustering, table_maintenance
 
 ROWS = 4_000
@@ -73,3 +75,19 @@ def test_compaction_packs_the_merges_small_files_and_keeps_the_clustered_ones(
     )
     assert feed.count() == 0
     assert table_maintenance.compact(spark, uri) == 0  # compacted: nothing more to do
+
+
+@pytest.mark.parametrize("history", ["20m", "90m"])
+def test_vacuum_keeps_every_version_of_a_history_shorter_than_whole_hours(
+    tmp_path: Path, spark: SparkSession, history: str
+) -> None:
+    """Delta rounds VACUUM's RETAIN to whole hours: 20 minutes passed as 0.33 h became 0 h and
+    deleted the files of every version but the current one. A version written just now stays
+    readable after VACUUM with any history of 10 minutes or more."""
+    uri = str(tmp_path / "table")
+    spark.range(5).write.format("delta").save(uri)
+    spark.range(100, 103).write.format("delta").mode("overwrite").save(uri)
+    table_maintenance.keep_bounded(spark, uri, duration_seconds(history))
+    first = spark.read.format("delta").option("versionAsOf", 0).load(uri)
+    assert sorted(r.id for r in first.collect()) == list(range(5))
+    assert sorted(r.id for r in spark.read.format("delta").load(uri).collect()) == [100, 101, 102]
