@@ -5,7 +5,9 @@ captured table (:mod:`cdc_assets.spark.table_maintenance`):
 
 - sets the change log's and the mirror's Delta history to ``maintenance.keep_history`` and
   VACUUMs them: the files of older versions (a mirror's MERGEs, its change data feed, replaced
-  change-log partitions) are deleted, the log drops older commits at its next checkpoint;
+  change-log partitions) are deleted, the log drops older commits at its next checkpoint; a
+  table whose last VACUUM left nothing to delete since (quiet for longer than the history) is
+  passed over after reading its history;
 - with ``maintenance.drop_retired_changes``, deletes the change-log rows of the range partitions
   the sync sensor retired from Dagster (``sync.retain_ranges``; their end is
   :func:`.chain.retired_through`), which no mirror needs any more: every mirror applied them;
@@ -179,6 +181,13 @@ def build_maintenance_job(source: Source) -> JobDefinition:
                         drop,
                         compact_files=key == table.mirror_key,
                     )
+                    if done.skipped:
+                        context.log.info(
+                            f"[{n}/{len(source.tables)}] {key.to_user_string()}: nothing to do "
+                            f"(no file left to delete since its last VACUUM, version "
+                            f"{done.version_after})"
+                        )
+                        continue
                     context.log.info(
                         f"[{n}/{len(source.tables)}] {key.to_user_string()}: kept "
                         f"{policy.keep_history} of history"

@@ -20,6 +20,10 @@ rows stay the same. Per table, and only when something is to be done:
   Dagster, when the source is configured to drop them): a metadata-only delete, since
   ``_cdc_partition`` is the physical partitioning; their files go at a later VACUUM.
 
+A table with nothing left to do is passed over after one read of its recent history
+(:func:`nothing_to_vacuum`): a source of hundreds of tables, most of them quiet, would otherwise
+VACUUM each one every run (seconds each) to delete nothing.
+
 A history shorter than Delta's default 7 days needs ``spark.databricks.delta.retentionDurationCheck
 .enabled=false`` (set on every session: :data:`.session.DEFAULT_CONF`): the setting is the user's
 choice, made in the config. A writer slower than the history could lose files it still reads, so
@@ -28,6 +32,7 @@ the config refuses a history under 10 minutes.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +45,9 @@ from .key_clustering import ROWS_PER_FILE
 
 HISTORY_PROPERTIES = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
 _DELETE_BATCH = 500  # partition keys per DELETE statement (one commit each)
+HISTORY_READ = 50  # recent commits read to tell whether a table has anything to vacuum
+# commits that remove no data file: a VACUUM's own, and setting the history kept
+KEEPS_FILES = {"VACUUM START", "VACUUM END", "SET TBLPROPERTIES"}
 COMPACT_AT = 10  # files more than a compacted table would have: from this many on, compact
 MIN_TARGET_BYTES = 1 << 20  # compacted files are at least this large
 
@@ -49,6 +57,7 @@ class TableUpkeep:
     """What maintenance did to one table."""
 
     uri: str
+    skipped: bool  # nothing to do: no file became deletable since the last VACUUM
     retention_set: bool
     partitions_dropped: int
     files_compacted: int
@@ -70,15 +79,19 @@ def table_detail(spark: SparkSession, uri: str) -> Row:
     return spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").collect()[0]
 
 
+def keeps_history(detail: Row, seconds: float) -> bool:
+    """The table (its :func:`table_detail`) is set to keep ``seconds`` of history."""
+    current = dict(detail["properties"] or {})
+    return all(current.get(name) == interval(seconds) for name in HISTORY_PROPERTIES)
+
+
 def set_history_retention(
     spark: SparkSession, uri: str, seconds: float, detail: Row | None = None
 ) -> bool:
     """Make the table keep ``seconds`` of history; False (and no commit) if it already does.
     ``detail``: the table's :func:`table_detail` when the caller has read it."""
     wanted = interval(seconds)
-    detail = detail or table_detail(spark, uri)
-    current = dict(detail["properties"] or {})
-    if all(current.get(name) == wanted for name in HISTORY_PROPERTIES):
+    if keeps_history(detail or table_detail(spark, uri), seconds):
         return False
     assignments = ", ".join(f"'{name}' = '{wanted}'" for name in HISTORY_PROPERTIES)
     statement = f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ({assignments})"
@@ -113,12 +126,41 @@ def compact(spark: SparkSession, uri: str, detail: Row | None = None) -> int:
     return int(result[0]["metrics"]["numFilesRemoved"])
 
 
+def retain_hours(seconds: float) -> int:
+    """The ``RETAIN`` of a VACUUM keeping ``seconds`` of history (see :func:`vacuum`)."""
+    return math.ceil(max(seconds, 0.0) / 3600)
+
+
+def nothing_to_vacuum(history: Sequence[Row], seconds: float) -> bool:
+    """Whether a VACUUM now would delete nothing the last one did not: ``history`` (the table's
+    newest commits, newest first) holds a completed VACUUM that kept the same hours, and every
+    commit that can leave files behind (any but a VACUUM's and a property change: writes,
+    MERGEs, DELETEs, OPTIMIZE; also a failed write's files come before its rerun's commit) is
+    older than that VACUUM's horizon, so it deleted all they left. False when the history read
+    does not reach back far enough to tell."""
+    retain = dt.timedelta(hours=retain_hours(seconds))
+    end = next((i for i, c in enumerate(history) if c["operation"] == "VACUUM END"), None)
+    if end is None or (history[end]["operationParameters"] or {}).get("status") != "COMPLETED":
+        return False
+    start = next((c for c in history[end:] if c["operation"] == "VACUUM START"), None)
+    kept = (start["operationParameters"] or {}).get("specifiedRetentionMillis") if start else None
+    if kept != str(int(retain.total_seconds() * 1000)):
+        return False  # the history kept changed, or the VACUUM was not this module's
+    assert start is not None
+    horizon = start["timestamp"] - retain  # what it deleted was removed before this
+    for commit in history:
+        if commit["operation"] in KEEPS_FILES:
+            continue
+        return commit["timestamp"] <= horizon  # the newest such commit decides
+    return False  # none in the commits read: older ones may be within the horizon
+
+
 def vacuum(spark: SparkSession, uri: str, seconds: float) -> None:
     """Delete the files no version of the last ``seconds`` uses (and that no version does).
     Delta rounds ``RETAIN`` to whole hours (0.17 h is 0: every file the current version does
     not use would go, time travel within the history with them), so the hours are rounded up:
     the history kept is at least ``seconds``."""
-    hours = math.ceil(max(seconds, 0.0) / 3600)
+    hours = retain_hours(seconds)
     # also here: a Spark Connect client passes only spark.sql.* settings to its session
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
     spark.sql(f"VACUUM delta.`{uri}` RETAIN {hours} HOURS")
@@ -133,11 +175,18 @@ def keep_bounded(
     compact_files: bool = False,
 ) -> TableUpkeep:
     """All of the above for one table, in order: retention, dropped partitions, compaction
-    (when asked: mirrors, whose MERGEs leave small files), VACUUM."""
-    before = table_version(spark, uri)
-    detail = table_detail(spark, uri)  # one read for both: the retention commit moves no file
+    (when asked: mirrors, whose MERGEs leave small files), VACUUM. Nothing but two reads when
+    the table keeps the history asked, no partition is to be dropped and
+    :func:`nothing_to_vacuum` (then no file was added since the last VACUUM: nothing to
+    compact either)."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT {HISTORY_READ}").collect()
+    before = int(history[0]["version"])
+    detail = table_detail(spark, uri)  # one read for all: the retention commit moves no file
+    quiet = keeps_history(detail, history_seconds) and nothing_to_vacuum(history, history_seconds)
+    if quiet and not drop:
+        return TableUpkeep(uri, True, False, 0, 0, before, before)
     changed = set_history_retention(spark, uri, history_seconds, detail)
     dropped = drop_partitions(spark, uri, drop) if drop else 0
     compacted = compact(spark, uri, None if dropped else detail) if compact_files else 0
     vacuum(spark, uri, history_seconds)
-    return TableUpkeep(uri, changed, dropped, compacted, before, table_version(spark, uri))
+    return TableUpkeep(uri, False, changed, dropped, compacted, before, table_version(spark, uri))

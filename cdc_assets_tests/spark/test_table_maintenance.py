@@ -91,3 +91,32 @@ def test_vacuum_keeps_every_version_of_a_history_shorter_than_whole_hours(
     first = spark.read.format("delta").option("versionAsOf", 0).load(uri)
     assert sorted(r.id for r in first.collect()) == list(range(5))
     assert sorted(r.id for r in spark.read.format("delta").load(uri).collect()) == [100, 101, 102]
+
+
+def test_a_table_with_nothing_left_to_vacuum_is_passed_over(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Maintenance of a quiet table is one read of its history: a second run right after a
+    VACUUM that kept no history finds nothing to delete and commits nothing; a write makes
+    the next run work again; so do a different history, and a write the last VACUUM had to
+    keep (within the history kept)."""
+    uri = str(tmp_path / "table")
+    spark.range(5).write.format("delta").save(uri)
+    spark.range(3).write.format("delta").mode("overwrite").save(uri)
+
+    def upkeep(seconds: float) -> table_maintenance.TableUpkeep:
+        return table_maintenance.keep_bounded(spark, uri, seconds)
+
+    first = upkeep(0)
+    assert not first.skipped and first.version_after > first.version_before
+    second = upkeep(0)
+    assert second.skipped
+    assert table_maintenance.table_version(spark, uri) == first.version_after  # no commit
+    spark.range(3, 4).write.format("delta").mode("append").save(uri)
+    assert not upkeep(0).skipped  # the write came after the last VACUUM
+    assert upkeep(0).skipped
+    hour = upkeep(3600)  # another history: its property set, VACUUM run with it
+    assert not hour.skipped and hour.retention_set
+    # the write above is within the hour the last VACUUM kept: its files may go later
+    assert not upkeep(3600).skipped
+    assert sorted(r.id for r in spark.read.format("delta").load(uri).collect()) == [0, 1, 2, 3]
