@@ -62,6 +62,7 @@ bench: setup
 	$(PY) benchmarks/sensor_tick.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/quiet_range.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/emulator_tables.py $(if $(QUICK),--quick)
+	$(PY) benchmarks/maintenance.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/burst_memory.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/freshness.py $(if $(QUICK),--quick)
 
