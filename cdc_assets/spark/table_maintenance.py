@@ -20,9 +20,9 @@ rows stay the same. Per table, and only when something is to be done:
   Dagster, when the source is configured to drop them): a metadata-only delete, since
   ``_cdc_partition`` is the physical partitioning; their files go at a later VACUUM.
 
-A table with nothing left to do is passed over after one read of its recent history
-(:func:`nothing_to_vacuum`): a source of hundreds of tables, most of them quiet, would otherwise
-VACUUM each one every run (seconds each) to delete nothing.
+A table with nothing left to do is passed over after reading its recent history and its
+properties (:func:`nothing_to_vacuum`): a source of hundreds of tables, most of them quiet,
+would otherwise VACUUM each one every run (seconds each) to delete nothing.
 
 A history shorter than Delta's default 7 days needs ``spark.databricks.delta.retentionDurationCheck
 .enabled=false`` (set on every session: :data:`.session.DEFAULT_CONF`): the setting is the user's
