@@ -130,7 +130,6 @@ def assess(
         else None
     )
     max_lsn = health.max_lsn.hex if health.max_lsn is not None else "NULL"
-    scheduled = health.continuous is False  # a one-shot job is "stopped" between its runs
 
     if health.job_configured is False:
         errors.append(
@@ -138,7 +137,7 @@ def assess(
             "captured. Create and start it: EXEC sys.sp_cdc_add_job @job_type = N'capture'; "
             f"{NO_GAP}."
         )
-    elif health.job_running is False and not scheduled:
+    elif health.stopped:
         errors.append(
             "The CDC capture job is stopped (SQL Server Agent reports no running session): "
             f"changes no longer reach the change tables, the max LSN stays at {max_lsn} "
@@ -146,7 +145,7 @@ def assess(
             f"capture job: {START_CAPTURE}; {NO_GAP}. If it stops again, check that SQL Server "
             "Agent runs and read the job's history."
         )
-    if health.job_running is not False or scheduled:
+    if not health.stopped:
         if since_scan is not None and since_scan > limit:
             errors.append(
                 f"The capture job has not scanned the log for {since_scan:.0f} s (last scan "

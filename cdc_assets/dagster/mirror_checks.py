@@ -83,8 +83,7 @@ def _capture_not_past(source: Source, lsn: Lsn) -> str | None:
         current = find_max_lsn(conn)
         if current is not None and current >= lsn:
             return None
-        health = capture_health(conn)
-        if health.job_running is False and health.continuous is not False:
+        if capture_health(conn).stopped:
             return (
                 "the capture job is stopped (SQL Server Agent reports no running session), so "
                 f"the changes since the mirror cannot be counted: start it ({START_CAPTURE}); "

@@ -70,8 +70,13 @@ def interval(seconds: float) -> str:
     return f"interval {int(seconds)} seconds"
 
 
+def recent_commits(spark: SparkSession, uri: str, limit: int) -> list[Row]:
+    """The table's ``limit`` newest commits, newest first."""
+    return spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT {limit}").collect()
+
+
 def table_version(spark: SparkSession, uri: str) -> int:
-    return int(spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").collect()[0]["version"])
+    return int(recent_commits(spark, uri, 1)[0]["version"])
 
 
 def table_detail(spark: SparkSession, uri: str) -> Row:
@@ -143,10 +148,10 @@ def nothing_to_vacuum(history: Sequence[Row], seconds: float) -> bool:
     if end is None or (history[end]["operationParameters"] or {}).get("status") != "COMPLETED":
         return False
     start = next((c for c in history[end:] if c["operation"] == "VACUUM START"), None)
+    wanted = str(int(retain.total_seconds() * 1000))
     kept = (start["operationParameters"] or {}).get("specifiedRetentionMillis") if start else None
-    if kept != str(int(retain.total_seconds() * 1000)):
+    if start is None or kept != wanted:
         return False  # the history kept changed, or the VACUUM was not this module's
-    assert start is not None
     horizon = start["timestamp"] - retain  # what it deleted was removed before this
     for commit in history:
         if commit["operation"] in KEEPS_FILES:
@@ -179,7 +184,7 @@ def keep_bounded(
     the table keeps the history asked, no partition is to be dropped and
     :func:`nothing_to_vacuum` (then no file was added since the last VACUUM: nothing to
     compact either)."""
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT {HISTORY_READ}").collect()
+    history = recent_commits(spark, uri, HISTORY_READ)
     before = int(history[0]["version"])
     detail = table_detail(spark, uri)  # one read for all: the retention commit moves no file
     quiet = keeps_history(detail, history_seconds) and nothing_to_vacuum(history, history_seconds)

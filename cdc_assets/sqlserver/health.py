@@ -59,6 +59,12 @@ class CaptureHealth:
     unavailable: tuple[str, ...] = field(default=())
 
     @property
+    def stopped(self) -> bool:
+        """SQL Server Agent reports no running session of a continuous capture job (a one-shot
+        job is "not running" between its scheduled runs)."""
+        return self.job_running is False and self.continuous is not False
+
+    @property
     def seconds_since_last_scan(self) -> float | None:
         if self.last_scan_end is None or self.server_time is None:
             return None

@@ -291,7 +291,7 @@ def _run_mirror_checks(harness: SyncHarness) -> dict[tuple[str, str], bool]:
     return _checks(result)
 
 
-def test_reconcile_with_capture_stopped_waits_once_for_the_source(
+def test_reconcile_with_capture_not_passing_waits_once_for_the_source(
     harness: SyncHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Capture not passing the count's LSN (the job reported running, nothing captured) while

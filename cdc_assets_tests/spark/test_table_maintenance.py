@@ -96,10 +96,10 @@ def test_vacuum_keeps_every_version_of_a_history_shorter_than_whole_hours(
 def test_a_table_with_nothing_left_to_vacuum_is_passed_over(
     tmp_path: Path, spark: SparkSession
 ) -> None:
-    """Maintenance of a quiet table is one read of its history: a second run right after a
-    VACUUM that kept no history finds nothing to delete and commits nothing; a write makes
-    the next run work again; so do a different history, and a write the last VACUUM had to
-    keep (within the history kept)."""
+    """Maintenance of a quiet table is two reads (its history and its properties): a second
+    run right after a VACUUM that kept no history finds nothing to delete and commits
+    nothing; a write makes the next run work again; so do a different history, and a write
+    the last VACUUM had to keep (within the history kept)."""
     uri = str(tmp_path / "table")
     spark.range(5).write.format("delta").save(uri)
     spark.range(3).write.format("delta").mode("overwrite").save(uri)

@@ -532,14 +532,18 @@ def _broken_then_mended(dev: DagsterDev, page: Any, home: Path, artifacts: Path)
     )
 
     # Broken looks broken: the change log with the failed range, and its group, are red.
+    # The boxes' colours come with their live data, seconds after the page under load (CI read
+    # each fresh page 2 s after it showed and saw no colour for 3 minutes): wait as the healthy
+    # state's probe does.
+    seen_red: dict[str, Any] = {}
+
     def red() -> dict[str, Any]:
         page.goto(f"{dev.url}/asset-groups")
         page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
-        page.wait_for_timeout(2000)
-        colours = _group_colours(page)
+        seen_red["groups"] = colours = _loaded(page, lambda: _both_groups(page))
         return colours if colours.get("cdc_demo", {}).get("red") else {}
 
-    broken = wait_for("the group turns red", red, 180, dev.log)
+    broken = wait_for("the group turns red", red, 300, dev.log, seen_red)
     page.screenshot(path=artifacts / "00d-broken-global-lineage.png")
     statuses = _catalog(page, dev)
     # the mirror that could not apply the range shows it failed; the change log's failed
