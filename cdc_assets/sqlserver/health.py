@@ -4,7 +4,8 @@
 stops moving: is there a capture job, is it running (SQL Server Agent's job activity), when did
 it last scan the log and with what latency, what is the max LSN and its commit time, and where
 each capture instance's validity interval starts (cleanup moves it up).
-:meth:`CaptureHealth.problems` turns that into sentences for asset checks and metadata.
+The verdict (what is wrong and what to do) is the capture-health asset check's
+(``cdc_assets.dagster.health_checks.assess``); this layer only gathers the facts.
 
 Parts the login may not see (``msdb`` job tables, ``sys.dm_cdc_log_scan_sessions`` needs VIEW
 DATABASE STATE) are reported as unknown (``None``) and named in ``unavailable``, never guessed.
@@ -69,30 +70,6 @@ class CaptureHealth:
         if self.last_scan_end is None or self.server_time is None:
             return None
         return (self.server_time - self.last_scan_end).total_seconds()
-
-    def problems(self, *, max_latency_s: float = 300.0) -> list[str]:
-        """What looks wrong, one sentence each (empty: healthy as far as can be seen)."""
-        found: list[str] = []
-        if self.job_configured is False:
-            found.append(
-                "No CDC capture job exists for this database (msdb.dbo.cdc_jobs); run "
-                "EXEC sys.sp_cdc_add_job @job_type = N'capture'."
-            )
-        if self.job_running is False:
-            found.append(
-                "The CDC capture job is not running; start it with "
-                "EXEC sys.sp_cdc_start_job @job_type = N'capture' and check SQL Server Agent."
-            )
-        if self.max_lsn is None:
-            found.append("The capture job has not captured anything yet (max LSN is NULL).")
-        if self.last_scan_errors:
-            found.append(f"The last log scan session reported {self.last_scan_errors} error(s).")
-        if self.latency_s is not None and self.latency_s > max_latency_s:
-            found.append(
-                f"Capture latency is {self.latency_s} s (more than {max_latency_s:g} s): "
-                "changes reach the change tables late."
-            )
-        return found
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -29,7 +30,7 @@ def test_healthy_capture(orders_db: CdcDatabase) -> None:
     assert health.last_scan_errors == 0
     age = health.seconds_since_last_scan
     assert age is not None and -1 < age < 60
-    assert health.problems() == []
+    assert health.job_running is True and not health.stopped
 
 
 def test_capture_job_stopped(orders_db: CdcDatabase) -> None:
@@ -41,7 +42,7 @@ def test_capture_job_stopped(orders_db: CdcDatabase) -> None:
     assert stopped.unavailable == ()
     assert running.job_running is True
     assert stopped.job_running is False
-    assert any("not running" in p for p in stopped.problems())
+    assert stopped.stopped
     db.execute("EXEC sys.sp_cdc_start_job @job_type = N'capture'")
     assert capture_health(db.conn).job_running is True
 
@@ -51,12 +52,10 @@ def test_cdc_enabled_but_nothing_captured(make_cdc_db: Any) -> None:
     health = capture_health(db.conn)
     assert health.job_configured is False  # the jobs come with the first captured table
     assert health.max_lsn is None and health.min_lsn_per_instance == {}
-    problems = health.problems()
-    assert any("sp_cdc_add_job" in p for p in problems)
-    assert any("max LSN is NULL" in p for p in problems)
 
 
-def test_problems_from_values() -> None:
+def test_stopped_only_for_a_continuous_job_agent_reports_not_running() -> None:
+    """A one-shot (scheduled) capture job is "not running" between its runs: not stopped."""
     health = CaptureHealth(
         job_configured=True,
         polling_interval_s=5,
@@ -70,6 +69,8 @@ def test_problems_from_values() -> None:
         job_running=False,
         last_scan_errors=2,
     )
-    problems = health.problems(max_latency_s=60)
-    assert len(problems) == 3
+    assert health.stopped  # continuous unknown: a job Agent reports not running is stopped
+    assert dataclasses.replace(health, continuous=True).stopped
+    assert not dataclasses.replace(health, continuous=False).stopped
+    assert not dataclasses.replace(health, job_running=None).stopped  # not visible: unknown
     assert health.seconds_since_last_scan is None
