@@ -148,9 +148,10 @@ def nothing_to_vacuum(history: Sequence[Row], seconds: float) -> bool:
     if end is None or (history[end]["operationParameters"] or {}).get("status") != "COMPLETED":
         return False
     start = next((c for c in history[end:] if c["operation"] == "VACUUM START"), None)
-    wanted = str(int(retain.total_seconds() * 1000))
-    kept = (start["operationParameters"] or {}).get("specifiedRetentionMillis") if start else None
-    if start is None or kept != wanted:
+    if start is None:
+        return False
+    kept = (start["operationParameters"] or {}).get("specifiedRetentionMillis")
+    if kept != str(int(retain.total_seconds() * 1000)):
         return False  # the history kept changed, or the VACUUM was not this module's
     horizon = start["timestamp"] - retain  # what it deleted was removed before this
     for commit in history:

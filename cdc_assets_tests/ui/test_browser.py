@@ -245,6 +245,14 @@ def _both_groups(page: Any) -> dict[str, dict[str, int]]:
     return colours if set(colours) == {"cdc_demo", "analytics"} else {}
 
 
+def _global_lineage_colours(page: Any, dev: DagsterDev) -> dict[str, dict[str, int]]:
+    """Open the global lineage and read both groups' colours once their live data has loaded
+    (the tags come with it, seconds after the page under load)."""
+    page.goto(f"{dev.url}/asset-groups")
+    page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
+    return _loaded(page, lambda: _both_groups(page))
+
+
 def _catalog_statuses(page: Any) -> dict[str, str]:
     """The catalog's rows: asset key (as the row links it) -> the status cell's text, with each
     partition icon written as its name (``partition_failure 0``...)."""
@@ -315,9 +323,7 @@ def _green_status(text: str) -> bool:
 def _healthy(page: Any, dev: DagsterDev, seen: dict[str, Any]) -> dict[str, Any]:
     """What the global lineage and the catalog show, if every group and asset is green (what
     was not green goes into ``seen``)."""
-    page.goto(f"{dev.url}/asset-groups")
-    page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
-    colours = _loaded(page, lambda: _both_groups(page))
+    colours = _global_lineage_colours(page, dev)
     statuses = _catalog(page, dev)
     green_groups = set(colours) == {"cdc_demo", "analytics"} and all(
         set(c) == {"green"} for c in colours.values()
@@ -493,9 +499,7 @@ def _the_scenario(
                 seen,
             )
             assert len(green["catalog"]) == 16, green["catalog"]  # 5 x 3 stages + aggregate
-            page.goto(f"{dev.url}/asset-groups")
-            page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
-            page.wait_for_timeout(2000)
+            _global_lineage_colours(page, dev)
             page.screenshot(path=artifacts / "00a-healthy-global-lineage.png")
             _catalog_page(page, dev)
             page.screenshot(path=artifacts / "00b-healthy-catalog.png")
@@ -538,9 +542,7 @@ def _broken_then_mended(dev: DagsterDev, page: Any, home: Path, artifacts: Path)
     seen_red: dict[str, Any] = {}
 
     def red() -> dict[str, Any]:
-        page.goto(f"{dev.url}/asset-groups")
-        page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
-        seen_red["groups"] = colours = _loaded(page, lambda: _both_groups(page))
+        seen_red["groups"] = colours = _global_lineage_colours(page, dev)
         return colours if colours.get("cdc_demo", {}).get("red") else {}
 
     broken = wait_for("the group turns red", red, 300, dev.log, seen_red)
