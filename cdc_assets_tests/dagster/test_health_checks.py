@@ -224,4 +224,6 @@ def test_assess_errors_without_job_or_with_scan_errors() -> None:
     )
     assert "sp_cdc_add_job" in assess(_health(job_configured=False)).errors[0]
     assert assess(_health(last_scan_errors=2)).severity == AssetCheckSeverity.ERROR
-    assert assess(_health(max_lsn=None, max_lsn_time=None)).severity == AssetCheckSeverity.ERROR
+    empty = assess(_health(max_lsn=None, max_lsn_time=None))
+    assert empty.severity == AssetCheckSeverity.ERROR
+    assert any("sys.fn_cdc_get_max_lsn() is NULL" in e for e in empty.errors), empty.errors
