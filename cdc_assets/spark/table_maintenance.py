@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark.sql import Row, SparkSession
@@ -50,6 +51,8 @@ HISTORY_READ = 50  # recent commits read to tell whether a table has anything to
 KEEPS_FILES = {"VACUUM START", "VACUUM END", "SET TBLPROPERTIES"}
 COMPACT_AT = 10  # files more than a compacted table would have: from this many on, compact
 MIN_TARGET_BYTES = 1 << 20  # compacted files are at least this large
+OPTIMIZE_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
+OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 
 
 @dataclass(frozen=True)
@@ -123,12 +126,29 @@ def compact(spark: SparkSession, uri: str, detail: Row | None = None) -> int:
     target = max(int(size / max(rows, 1) * ROWS_PER_FILE), MIN_TARGET_BYTES)
     if files < math.ceil(size / target) + COMPACT_AT:
         return 0
-    spark.conf.set("spark.databricks.delta.optimize.minFileSize", str(target // 4))
-    spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(target))
-    result = retry_conflicts(
-        lambda: spark.sql(f"OPTIMIZE delta.`{uri}`").collect(), f"compacting {uri}"
-    )
+    sizes = {OPTIMIZE_MIN_FILE_SIZE: str(target // 4), OPTIMIZE_MAX_FILE_SIZE: str(target)}
+    with session_settings(spark, sizes):  # this table's sizes, not the next statement's
+        result = retry_conflicts(
+            lambda: spark.sql(f"OPTIMIZE delta.`{uri}`").collect(), f"compacting {uri}"
+        )
     return int(result[0]["metrics"]["numFilesRemoved"])
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """``settings`` on ``spark``'s SQL conf for the block, each put back as it was (unset
+    where it was not set) afterwards, also when the block fails."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def retain_hours(seconds: float) -> int:

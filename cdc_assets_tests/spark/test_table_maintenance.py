@@ -57,7 +57,14 @@ def test_compaction_packs_the_merges_small_files_and_keeps_the_clustered_ones(
     assert table_maintenance.table_version(spark, uri) == version
 
     monkeypatch.setattr(table_maintenance, "COMPACT_AT", 4)
-    replaced = table_maintenance.compact(spark, uri)
+    spark.conf.set(table_maintenance.OPTIMIZE_MAX_FILE_SIZE, "12345678")  # the session's own
+    try:
+        replaced = table_maintenance.compact(spark, uri)
+        # the table's target sizes were the OPTIMIZE's only: the session's settings are back
+        assert spark.conf.get(table_maintenance.OPTIMIZE_MAX_FILE_SIZE) == "12345678"
+        assert spark.conf.get(table_maintenance.OPTIMIZE_MIN_FILE_SIZE, None) is None
+    finally:
+        spark.conf.unset(table_maintenance.OPTIMIZE_MAX_FILE_SIZE)
     after = _files(spark, uri)
     assert replaced >= len(small), (replaced, small)
     assert not small & after  # the small files are gone from the current version ...
