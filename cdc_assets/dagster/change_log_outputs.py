@@ -98,7 +98,9 @@ def snapshot_output(
             COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),
         }
 
-    return StoredFrame(df, finalize, metadata)
+    # the ranges' columns too: a range without changes is then a properties row alone
+    later = sqlserver_source.empty_change_frame(spark, instance)
+    return StoredFrame(df, finalize, metadata, later_columns=later)
 
 
 class RangeTimes:

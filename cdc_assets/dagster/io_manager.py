@@ -63,6 +63,7 @@ class StoredFrame:
     metadata: Callable[[Properties], Mapping[str, Any]] = field(default=lambda _: {})
     write: Write | None = None
     empty: bool = False  # ``df`` has no rows: nothing to read (see AssetStore.write)
+    later_columns: DataFrame | None = None  # the columns of the table's later partitions (idem)
 
 
 def delta_metadata(published: Published) -> dict[str, Any]:
@@ -98,7 +99,13 @@ def commit(
             return stored.write(spark, store, key_path)
         assert stored.df is not None
         return store.write(
-            spark, stored.df, key_path, partition, stored.finalize, empty=stored.empty
+            spark,
+            stored.df,
+            key_path,
+            partition,
+            stored.finalize,
+            empty=stored.empty,
+            later_columns=stored.later_columns,
         )
     except Exception as exc:
         source_error = unwrap_source_error(exc)

@@ -201,6 +201,15 @@ def sql_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _with_null_columns(df: DataFrame, schema: T.StructType) -> DataFrame:
+    """``df`` with the fields of ``schema`` it lacks, as nulls of their types."""
+    missing = [f for f in schema.fields if f.name not in df.columns]
+    nulls = [
+        F.lit(None).cast(f.dataType).alias(f.name, metadata=f.metadata or None) for f in missing
+    ]
+    return df.select("*", *nulls) if nulls else df
+
+
 class AssetStore:
     """Delta tables under ``base``: ``<base>/<key path>``, one per asset."""
 
@@ -333,6 +342,7 @@ class AssetStore:
         table_properties: Mapping[str, str] | None = None,
         empty: bool = False,
         read_once: bool = True,
+        later_columns: DataFrame | None = None,
     ) -> Published:
         """Read ``df`` in full, compute its properties, then commit rows and properties at once:
         the partition's rows replaced (``partition``), or the whole table (``None``).
@@ -340,7 +350,12 @@ class AssetStore:
         ``empty``: ``df`` has no rows (a quiet range, a gap). Nothing is read, and where the
         table can take it the partition becomes its properties row alone, committed with
         delta-rs in milliseconds instead of a Spark write of about a second. ``read_once``:
-        False when ``finalize`` reads nothing of ``df`` (no need to hold it for two reads)."""
+        False when ``finalize`` reads nothing of ``df`` (no need to hold it for two reads).
+        ``later_columns``: a frame with the columns the table's later partitions write (a
+        snapshot's: those of its ranges); the table gets those it lacks, null in this
+        partition's rows and not among its stored columns, so that a later empty partition is
+        such a properties row alone (a table's first range after its snapshot, at a thousand
+        tables a Spark write each otherwise)."""
         self.refuse_old_layout(key_path)
         uri = self.location(key_path)
         data = encode_for_delta(df)
@@ -365,9 +380,11 @@ class AssetStore:
             rows = held.withColumn(PARTITION_COLUMN, F.lit(partition)).withColumn(
                 PROPERTIES_COLUMN, F.lit(None).cast("string")
             )
+            if later_columns is not None:
+                rows = _with_null_columns(rows, encode_for_delta(later_columns).schema)
             marker = self._properties_row(spark, held, partition, properties)
             writer = (
-                rows.unionByName(marker)
+                rows.unionByName(marker, allowMissingColumns=True)
                 .write.format("delta")
                 .mode("overwrite")
                 .partitionBy(PARTITION_COLUMN)

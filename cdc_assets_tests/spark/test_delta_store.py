@@ -89,6 +89,35 @@ def test_an_empty_partition_is_committed_without_spark_and_reads_alike(
     assert sorted_rows(store.read(spark, key, "p1")) == [(1, "a"), (2, "b")]
 
 
+def test_later_columns_let_the_next_empty_partition_skip_spark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A snapshot written with its ranges' columns (``later_columns``): the table has them,
+    null and not among the snapshot's stored columns; the first range without rows is then a
+    delta-rs commit (without them it would be a Spark write), and a range with rows reads back
+    typed as written (a ``time`` column and a name Delta refuses included)."""
+    store = AssetStore(tmp_path)
+    key = ["log", "t"]
+    snapshot = spark.createDataFrame([(1, "a"), (2, "b")], "id int, v string")
+    later = spark.sql(
+        "SELECT CAST(1 AS INT) AS id, CAST(NULL AS BINARY) AS `__$start_lsn`, "
+        "CAST('10:11:12' AS TIME(6)) AS `at time`"
+    )
+    store.write(spark, snapshot, key, "snapshot", lambda w: {"rows": 2}, later_columns=later)
+    assert store.properties(key, "snapshot")["stored_columns"] == ["id", "v"]
+    assert store.read(spark, key, "snapshot").columns == ["id", "v"]
+    assert sorted_rows(store.read(spark, key, "snapshot")) == [(1, "a"), (2, "b")]
+    quiet = store.write(spark, later.limit(0), key, "r1", lambda w: {"rows": 0}, empty=True)
+    assert str(store.history(key)[0].get("engineInfo")).startswith("delta-rs")
+    assert quiet.properties["stored_columns"] == ["id", "__$start_lsn", "at_x20_time"]
+    assert store.read(spark, key, "r1").count() == 0
+    store.write(spark, later, key, "r2", lambda w: {"rows": 1})
+    back = store.read(spark, key, "r2")
+    assert back.columns == ["id", "__$start_lsn", "at time"]
+    assert back.schema["at time"].dataType == later.schema["at time"].dataType
+    assert [tuple(r) for r in back.collect()] == [tuple(r) for r in later.collect()]
+
+
 def test_a_refusing_finalize_commits_nothing(spark: SparkSession, tmp_path: Path) -> None:
     store = AssetStore(tmp_path)
     df = spark.createDataFrame([(1,)], "id int")
