@@ -68,6 +68,8 @@ STORED_NAME = "cdc_assets.name"
 # timestamp_ntz (datetime2) columns may first arrive with a later partition or schema: a table
 # created without the feature refuses them ("requires manual enablement"), so every table has it.
 TABLE_PROPERTIES: dict[str, str] = {"delta.feature.timestampNtz": "supported"}
+# The reader features a table may have for its files to be read as plain Parquet files.
+PLAIN_PARQUET_READER_FEATURES = frozenset({"timestampNtz"})
 
 Properties = dict[str, Any]
 Finalize = Callable[[DataFrame], Mapping[str, Any]]
@@ -201,6 +203,46 @@ def sql_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _properties_in(table: Any, partitions: Sequence[str]) -> dict[str, Properties]:
+    """The properties rows of ``partitions`` in the delta-rs ``table`` (those that have one)."""
+    import pyarrow.compute as pc
+
+    names = {f.name for f in table.schema().fields}
+    if PARTITION_COLUMN not in names:
+        return {}
+    dataset = table.to_pyarrow_dataset(
+        file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))]
+    )
+    rows = dataset.to_table(
+        columns=[PARTITION_COLUMN, PROPERTIES_COLUMN],
+        filter=pc.field(PROPERTIES_COLUMN).is_valid(),
+        use_threads=False,  # see sync_state_store.read_rows: an abort at exit otherwise
+    ).to_pylist()
+    return {r[PARTITION_COLUMN]: json.loads(r[PROPERTIES_COLUMN]) for r in rows}
+
+
+def _stored_columns(found: Mapping[str, Properties], partitions: Sequence[str]) -> list[str]:
+    """The columns ``partitions`` were written with (their properties say), in order."""
+    columns: list[str] = []
+    for p in partitions:
+        for name in (found.get(p) or {}).get(STORED_COLUMNS) or []:
+            if name not in columns:
+                columns.append(name)
+    return columns
+
+
+def _data_rows(df: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """The data rows of a change log's read (properties rows dropped), with ``columns`` (those
+    the table has; all but the partitioning ones when none is known), decoded."""
+    df = df.where(F.col(PROPERTIES_COLUMN).isNull())
+    kept = [c for c in columns if c in df.columns]
+    if kept:
+        df = df.select(*[_col(c) for c in kept])
+    else:
+        df = df.drop(PARTITION_COLUMN, PROPERTIES_COLUMN)
+    return decode_from_delta(df)
+
+
 def _with_null_columns(df: DataFrame, schema: T.StructType) -> DataFrame:
     """``df`` with the fields of ``schema`` it lacks, as nulls of their types."""
     missing = [f for f in schema.fields if f.name not in df.columns]
@@ -262,22 +304,7 @@ class AssetStore:
     ) -> dict[str, Properties]:
         """The properties rows of ``partitions`` (those that have one), in one read."""
         table = self._delta_rs(key_path)
-        if table is None:
-            return {}
-        import pyarrow.compute as pc
-
-        names = {f.name for f in table.schema().fields}
-        if PARTITION_COLUMN not in names:
-            return {}
-        dataset = table.to_pyarrow_dataset(
-            file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))]
-        )
-        rows = dataset.to_table(
-            columns=[PARTITION_COLUMN, PROPERTIES_COLUMN],
-            filter=pc.field(PROPERTIES_COLUMN).is_valid(),
-            use_threads=False,  # see sync_state_store.read_rows: an abort at exit otherwise
-        ).to_pylist()
-        return {r[PARTITION_COLUMN]: json.loads(r[PROPERTIES_COLUMN]) for r in rows}
+        return {} if table is None else _properties_in(table, partitions)
 
     def commit_properties(self, key_path: Sequence[str]) -> tuple[int, Properties] | None:
         """(version, userMetadata) of the newest commit that has one; None for no table."""
@@ -516,6 +543,10 @@ class AssetStore:
         """The partition's rows (all rows for ``None``) at the current or a given Delta version;
         :class:`NotPublished` if there is nothing."""
         self.refuse_old_layout(key_path)
+        if partition is not None and version is None:
+            found = self._read_files(spark, key_path, [partition])
+            if found is not None:
+                return found
         uri = self.location(key_path)
         reader = spark.read.format("delta")
         if version is not None:
@@ -540,18 +571,38 @@ class AssetStore:
     ) -> DataFrame:
         """The data rows of ``partitions`` with the columns they were written with."""
         found = self._properties_of(key_path, partitions)
-        columns: list[str] = []
-        for p in partitions:
-            for name in (found.get(p) or {}).get(STORED_COLUMNS) or []:
-                if name not in columns and name in df.columns:
-                    columns.append(name)
         df = df.where(F.col(PARTITION_COLUMN).isin(list(partitions)))
-        df = df.where(F.col(PROPERTIES_COLUMN).isNull())
-        if columns:
-            df = df.select(*[_col(c) for c in columns])
+        return _data_rows(df, _stored_columns(found, partitions))
+
+    def _read_files(
+        self, spark: SparkSession, key_path: Sequence[str], partitions: Sequence[str]
+    ) -> DataFrame | None:
+        """The data rows of ``partitions``, read by Spark as the Parquet files that the table's
+        log (read by delta-rs) lists for them. Through Delta's reader the same read costs a log
+        replay when the table changed or left Delta's cache, and jobs that filter the table's
+        files by partition, about a second of a small table's read: measured, 30 change logs'
+        snapshot partitions read and each written as a new table took 17 s through Delta, 6 s
+        this way. None (read through Delta) when the table has a reader feature this read would
+        ignore (deletion vectors, column mapping: anything but timestamp_ntz), or lives on a
+        file system other than a local one or S3."""
+        uri = self.location(key_path)
+        if not (is_local(uri) or uri.startswith("s3a://")):
+            return None
+        table = self._delta_rs(key_path)
+        if table is None or PARTITION_COLUMN not in table.metadata().partition_columns:
+            return None
+        if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
+            return None
+        schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
+        schema = T.StructType([f for f in schema.fields if f.name != PARTITION_COLUMN])
+        files = table.file_uris(file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))])
+        if uri.startswith("s3a://"):
+            files = ["s3a://" + f.removeprefix("s3://") for f in files]
+        if files:
+            df = spark.read.schema(schema).parquet(*files)
         else:
-            df = df.drop(PARTITION_COLUMN, PROPERTIES_COLUMN)
-        return decode_from_delta(df)
+            df = spark.createDataFrame([], schema)
+        return _data_rows(df, _stored_columns(_properties_in(table, partitions), partitions))
 
     def read_partitions(
         self,
@@ -563,6 +614,10 @@ class AssetStore:
     ) -> DataFrame:
         """The rows of several partitions in one read."""
         self.refuse_old_layout(key_path)
+        if version is None:
+            found = self._read_files(spark, key_path, partitions)
+            if found is not None:
+                return found
         reader = spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)

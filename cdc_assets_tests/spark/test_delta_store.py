@@ -118,6 +118,43 @@ def test_later_columns_let_the_next_empty_partition_skip_spark(
     assert [tuple(r) for r in back.collect()] == [tuple(r) for r in later.collect()]
 
 
+def _reads_through_delta(df: DataFrame) -> bool:
+    plan = df._jdf.queryExecution().sparkPlan().toString()
+    return "DeltaFileIndex" in plan or "TahoeLogFileIndex" in plan
+
+
+def test_partitions_are_read_as_their_files_unless_delta_must_read_them(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A partition read goes to the Parquet files the log lists for it (no Delta scan) and
+    gives what Delta's reader gives; a table with a reader feature that plain Parquet reads
+    would miss is read through Delta."""
+    store = AssetStore(tmp_path)
+    key = ["log", "t"]
+    df = spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id int, v string")
+    store.write(spark, df, key, "p1", lambda w: {"rows": 3})
+    store.write(spark, df.where("id = 1").withColumn("w", F.lit(1.5)), key, "p2", lambda w: {})
+    for partitions in (["p1"], ["p2"], ["p1", "p2"], ["p9"]):
+        fast = store.read_partitions(spark, key, partitions)
+        assert not _reads_through_delta(fast), partitions
+        plain = store._partition_rows(
+            spark.read.format("delta").load(store.location(key)), key, partitions
+        )
+        assert _reads_through_delta(plain)
+        assert fast.schema == plain.schema, partitions
+        assert sorted_rows(fast) == sorted_rows(plain), partitions
+    assert sorted_rows(store.read(spark, key, "p2")) == [(1, "a", 1.5)]
+
+    # a reader feature beyond timestamp_ntz (here: variant columns): Delta's reader reads it
+    other = ["log", "variant"]
+    variant = spark.sql("""SELECT 1 AS id, parse_json('{"a": 1}') AS v""")
+    store.write(spark, variant, other, "p1", lambda w: {})
+    assert "variantType" in (store.delta_table(other).protocol().reader_features or [])
+    through = store.read(spark, other, "p1")
+    assert _reads_through_delta(through)
+    assert [(r.id, str(r.v)) for r in through.collect()] == [(1, '{"a":1}')]
+
+
 def test_a_refusing_finalize_commits_nothing(spark: SparkSession, tmp_path: Path) -> None:
     store = AssetStore(tmp_path)
     df = spark.createDataFrame([(1,)], "id int")
