@@ -164,9 +164,13 @@ def _col(name: str) -> Any:
 
 def encode_for_delta(df: DataFrame) -> DataFrame:
     """Columns Delta cannot store as they are: ``time`` as text, names with characters Delta
-    refuses escaped; the field's metadata keeps the type and the name."""
+    refuses escaped; the field's metadata keeps the type and the name. A frame without such
+    columns is returned as it is (each column named here is a call into the JVM)."""
+    fields = df.schema.fields
+    if not any(isinstance(f.dataType, T.TimeType) or stored_name(f.name) != f.name for f in fields):
+        return df
     columns = []
-    for f in df.schema.fields:
+    for f in fields:
         metadata: dict[str, str] = {}
         column = _col(f.name)
         if isinstance(f.dataType, T.TimeType):
@@ -180,8 +184,13 @@ def encode_for_delta(df: DataFrame) -> DataFrame:
 
 
 def decode_from_delta(df: DataFrame) -> DataFrame:
+    """The columns :func:`encode_for_delta` changed, back as they were (the frame as it is
+    when it has none)."""
+    fields = df.schema.fields
+    if not any({STORED_TYPE, STORED_NAME} & set(f.metadata or {}) for f in fields):
+        return df
     columns = []
-    for f in df.schema.fields:
+    for f in fields:
         meta = dict(f.metadata or {})
         stored_type, name = meta.pop(STORED_TYPE, None), meta.pop(STORED_NAME, None)
         column = _col(f.name)
