@@ -147,6 +147,11 @@ def delta_rs_uri(uri: str) -> str:
     return "s3://" + uri.removeprefix("s3a://") if uri.startswith("s3a://") else uri
 
 
+def hadoop_uri(uri: str) -> str:
+    """A URI delta-rs gives (``s3://``) as Spark's Hadoop connector names it (``s3a://``)."""
+    return "s3a://" + uri.removeprefix("s3://") if uri.startswith("s3://") else uri
+
+
 def delta_rs_storage_options() -> dict[str, str]:
     """delta-rs reads AWS_* from the environment; plain-HTTP endpoints need this switch too."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
@@ -591,8 +596,9 @@ class AssetStore:
         replay when the table changed or left Delta's cache, and jobs that filter the table's
         files by partition, about a second of a small table's read: measured, 30 change logs'
         snapshot partitions read and each written as a new table took 17 s through Delta, 6 s
-        this way. None (read through Delta) when the table has a reader feature this read would
-        ignore (deletion vectors, column mapping: anything but timestamp_ntz), or lives on a
+        this way. None (read through Delta) when the table has a reader feature other than
+        timestamp_ntz (one delta-rs reads, such as variant columns: a table with deletion vectors
+        or column mapping is refused by delta-rs's properties read either way), or lives on a
         file system other than a local one or S3."""
         uri = self.location(key_path)
         if not (is_local(uri) or uri.startswith("s3a://")):
@@ -605,8 +611,7 @@ class AssetStore:
         schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
         schema = T.StructType([f for f in schema.fields if f.name != PARTITION_COLUMN])
         files = table.file_uris(file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))])
-        if uri.startswith("s3a://"):
-            files = ["s3a://" + f.removeprefix("s3://") for f in files]
+        files = [hadoop_uri(f) for f in files]
         if files:
             df = spark.read.schema(schema).parquet(*files)
         else:
