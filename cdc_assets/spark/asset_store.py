@@ -70,6 +70,20 @@ STORED_NAME = "cdc_assets.name"
 TABLE_PROPERTIES: dict[str, str] = {"delta.feature.timestampNtz": "supported"}
 # The reader features a table may have for its files to be read as plain Parquet files.
 PLAIN_PARQUET_READER_FEATURES = frozenset({"timestampNtz"})
+# A new table of at most this many rows on a local file system is created from the driver by
+# delta-rs: its rows collected as Arrow and committed in milliseconds, where Spark's Delta writer
+# costs about half a second of jobs and log replays (a thousand small tables' first sync). Such a
+# table has the features its columns need, no more: Spark turns timestampNtz on when a later
+# write brings such a column (:meth:`AssetStore.write`), and deletion vectors are turned on by a
+# mirror's first MERGE (:mod:`.mirror_store`), so delta-rs leaves those properties out.
+DRIVER_WRITE_ROWS = 10_000
+SET_BY_SPARK_LATER = ("delta.feature.timestampNtz", "delta.enableDeletionVectors")
+# delta-rs's names of the commit metrics Spark's writes report (io_manager's OPERATION_METRICS)
+DELTA_RS_METRICS = {
+    "num_added_rows": "numOutputRows",
+    "num_added_files": "numAddedFiles",
+    "num_removed_files": "numRemovedFiles",
+}
 
 Properties = dict[str, Any]
 Finalize = Callable[[DataFrame], Mapping[str, Any]]
@@ -257,9 +271,67 @@ def _data_rows(df: DataFrame, columns: Sequence[str]) -> DataFrame:
     return decode_from_delta(df)
 
 
+# The column types delta-rs writes as the Delta type Spark's writer gives them (a variant, say,
+# would become a struct): those of SQL Server's columns, as the source reads them.
+ARROW_SAFE_TYPES = (
+    T.BooleanType,
+    T.ByteType,
+    T.ShortType,
+    T.IntegerType,
+    T.LongType,
+    T.FloatType,
+    T.DoubleType,
+    T.DecimalType,
+    T.StringType,
+    T.BinaryType,
+    T.DateType,
+    T.TimestampType,
+    T.TimestampNTZType,
+)
+
+
+def _arrow_fields(schema: T.StructType) -> list[Any] | None:
+    """The Arrow fields of a table Spark's writer would create from ``schema``: every column
+    nullable, the field metadata kept; None when a type is not among :data:`ARROW_SAFE_TYPES` or
+    some metadata is not text (delta-rs keeps text only)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    if not all(isinstance(f.dataType, ARROW_SAFE_TYPES) for f in schema.fields):
+        return None
+    if not all(isinstance(v, str) for f in schema.fields for v in f.metadata.values()):
+        return None
+    return [
+        pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC"), True, f.metadata or None)
+        for f in schema.fields
+    ]
+
+
+def _has_timestamp_ntz(schema: T.StructType) -> bool:
+    return any("timestamp_ntz" in f.dataType.simpleString() for f in schema.fields)
+
+
+def _newest_commit(table: Any, uri: str, properties: Properties) -> Published:
+    """The newest commit of ``table`` (delta-rs, its log just read) as a :class:`Published`;
+    delta-rs's own commits get their metrics under the names Spark's have."""
+    last = table.history(limit=1)[0]
+    metrics = {
+        DELTA_RS_METRICS.get(k, k): int(v)
+        for k, v in (last.get("operationMetrics") or {}).items()
+        if str(v).isdigit()
+    }
+    return Published(uri, int(last["version"]), properties, metrics, last.get("userMetadata"))
+
+
+def _missing_fields(schema: T.StructType, wanted: T.StructType | None) -> T.StructType:
+    """The fields of ``wanted`` that ``schema`` lacks."""
+    names = set(schema.names)
+    return T.StructType([f for f in (wanted.fields if wanted else []) if f.name not in names])
+
+
 def _with_null_columns(df: DataFrame, schema: T.StructType) -> DataFrame:
     """``df`` with the fields of ``schema`` it lacks, as nulls of their types."""
-    missing = [f for f in schema.fields if f.name not in df.columns]
+    missing = _missing_fields(df.schema, schema).fields
     nulls = [
         F.lit(None).cast(f.dataType).alias(f.name, metadata=f.metadata or None) for f in missing
     ]
@@ -384,6 +456,7 @@ class AssetStore:
         empty: bool = False,
         read_once: bool = True,
         later_columns: DataFrame | None = None,
+        rows: int | None = None,
     ) -> Published:
         """Read ``df`` in full, compute its properties, then commit rows and properties at once:
         the partition's rows replaced (``partition``), or the whole table (``None``).
@@ -396,7 +469,10 @@ class AssetStore:
         snapshot's: those of its ranges); the table gets those it lacks, null in this
         partition's rows and not among its stored columns, so that a later empty partition is
         such a properties row alone (a table's first range after its snapshot, at a thousand
-        tables a Spark write each otherwise)."""
+        tables a Spark write each otherwise). ``rows``: how many rows ``df`` has, when known.
+
+        A new table of a few rows (``rows``, or counted in the held data) on a local file
+        system is created by delta-rs from the driver (:data:`DRIVER_WRITE_ROWS`)."""
         self.refuse_old_layout(key_path)
         uri = self.location(key_path)
         data = encode_for_delta(df)
@@ -412,20 +488,37 @@ class AssetStore:
             published = self._write_properties_only(key_path, held.columns, partition, properties)
             if published is not None:
                 return published
+        if partition is not None:
+            properties[WRITE_ID] = uuid.uuid4().hex
+            properties[STORED_COLUMNS] = held.columns
+        later = encode_for_delta(later_columns).schema if later_columns is not None else None
+        small = self._create_small(
+            key_path,
+            held,
+            partition,
+            properties,
+            rows=0 if empty else None if hold else rows,
+            held=hold,
+            later=later,
+            table_properties={**TABLE_PROPERTIES, **(table_properties or {})},
+        )
+        if small is not None:
+            if hold:
+                held.unpersist()
+            return small
+        self._turn_on_timestamp_ntz(spark, key_path, held.schema)
         if partition is None:
             writer = held.write.format("delta").mode("overwrite")
             writer = writer.option("overwriteSchema", "true")
         else:
-            properties[WRITE_ID] = uuid.uuid4().hex
-            properties[STORED_COLUMNS] = held.columns
-            rows = held.withColumn(PARTITION_COLUMN, F.lit(partition)).withColumn(
+            stored = held.withColumn(PARTITION_COLUMN, F.lit(partition)).withColumn(
                 PROPERTIES_COLUMN, F.lit(None).cast("string")
             )
-            if later_columns is not None:
-                rows = _with_null_columns(rows, encode_for_delta(later_columns).schema)
+            if later is not None:
+                stored = _with_null_columns(stored, later)
             marker = self._properties_row(spark, held, partition, properties)
             writer = (
-                rows.unionByName(marker, allowMissingColumns=True)
+                stored.unionByName(marker, allowMissingColumns=True)
                 .write.format("delta")
                 .mode("overwrite")
                 .partitionBy(PARTITION_COLUMN)
@@ -483,11 +576,92 @@ class AssetStore:
             log.warning("delta-rs could not write %s (%s); Spark writes it", uri, exc)
             return None
         table.update_incremental()
-        last = table.history(limit=1)[0]
-        metrics = {
-            k: int(v) for k, v in (last.get("operationMetrics") or {}).items() if str(v).isdigit()
-        }
-        return Published(uri, int(last["version"]), properties, metrics, last.get("userMetadata"))
+        return _newest_commit(table, uri, properties)
+
+    def _create_small(
+        self,
+        key_path: Sequence[str],
+        data: DataFrame,
+        partition: str | None,
+        properties: Properties,
+        *,
+        rows: int | None,
+        held: bool,
+        later: T.StructType | None,
+        table_properties: Mapping[str, str],
+    ) -> Published | None:
+        """Create the table from ``data`` (encoded for Delta) with delta-rs, when it is new, on
+        a local file system, and holds at most :data:`DRIVER_WRITE_ROWS` rows: ``rows`` says
+        so, or (``held``: ``data`` is read already) a collect of one row more finds fewer. The
+        table is what Spark's write would make (same schema, partitioning, properties row and
+        userMetadata). None when Spark must write it."""
+        uri = self.location(key_path)
+        if not is_local(uri) or self._delta_rs(key_path) is not None:
+            return None
+        fields = _arrow_fields(data.schema)
+        later_fields = _arrow_fields(_missing_fields(data.schema, later))
+        if fields is None or later_fields is None:
+            return None
+        if held:
+            collected = data.limit(DRIVER_WRITE_ROWS + 1).toArrow()
+            if collected.num_rows > DRIVER_WRITE_ROWS:
+                return None
+        elif rows is not None and rows <= DRIVER_WRITE_ROWS:
+            collected = data.toArrow()
+        else:
+            return None
+        import pyarrow as pa
+        from deltalake import CommitProperties, write_deltalake
+        from deltalake.exceptions import DeltaError
+
+        count = collected.num_rows
+        arrays = [collected.column(i).cast(f.type) for i, f in enumerate(fields)]
+        text = to_json(properties)
+        if partition is not None:
+            extra = [
+                pa.field(PARTITION_COLUMN, pa.string()),
+                pa.field(PROPERTIES_COLUMN, pa.string()),
+                *later_fields,
+            ]
+            arrays += [pa.array([partition] * count, pa.string())]
+            arrays += [pa.nulls(count, f.type) for f in extra[1:]]
+            fields += extra
+        table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        if partition is not None:
+            marker = {PARTITION_COLUMN: partition, PROPERTIES_COLUMN: text}
+            table = pa.concat_tables([table, pa.Table.from_pylist([marker], schema=table.schema)])
+        configuration = {k: v for k, v in table_properties.items() if k not in SET_BY_SPARK_LATER}
+        try:
+            write_deltalake(
+                uri,
+                table,
+                mode="error",  # created by nobody else meanwhile
+                partition_by=[PARTITION_COLUMN] if partition is not None else None,
+                configuration=configuration or None,
+                commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
+            )
+        except (DeltaError, pa.ArrowException) as exc:  # created meanwhile, a type it lacks ...
+            log.warning("delta-rs could not create %s (%s); Spark writes it", uri, exc)
+            return None
+        created = self._delta_rs(key_path)
+        assert created is not None
+        return _newest_commit(created, uri, properties)
+
+    def _turn_on_timestamp_ntz(
+        self, spark: SparkSession, key_path: Sequence[str], schema: T.StructType
+    ) -> None:
+        """Before Spark writes ``schema`` into an existing table created by delta-rs without a
+        timestamp_ntz column: Spark's writer refuses to add one to a table without the feature
+        (``DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT``), so it is turned on first."""
+        if not _has_timestamp_ntz(schema):
+            return
+        table = self._delta_rs(key_path)
+        if table is None or "timestampNtz" in (table.protocol().writer_features or []):
+            return
+        spark.sql(
+            f"ALTER TABLE delta.`{self.location(key_path)}` "
+            "SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
+        )
 
     def _properties_row(
         self, spark: SparkSession, like: DataFrame, partition: str, properties: Mapping[str, Any]
@@ -538,11 +712,7 @@ class AssetStore:
         from deltalake import DeltaTable
 
         table = DeltaTable(delta_rs_uri(uri), storage_options=delta_rs_storage_options())
-        last = table.history(limit=1)[0]
-        metrics = {
-            k: int(v) for k, v in (last.get("operationMetrics") or {}).items() if str(v).isdigit()
-        }
-        return Published(uri, int(last["version"]), properties, metrics, last.get("userMetadata"))
+        return _newest_commit(table, uri, properties)
 
     # -- reading (Spark) --------------------------------------------------------------------
 

@@ -91,6 +91,7 @@ def rebuild(
         finalize,
         table_properties=MIRROR_TABLE_PROPERTIES,
         read_once=rows is None,
+        rows=rows,
     )
 
 
@@ -104,16 +105,34 @@ def _s(name: str) -> str:
     return sql_name(stored_name(name))
 
 
+def _turn_on_mirror_properties(
+    spark: SparkSession, store: AssetStore, key_path: Sequence[str]
+) -> None:
+    """Deletion vectors for a mirror that lacks them: one created small, by delta-rs (see
+    :data:`.asset_store.DRIVER_WRITE_ROWS`), gets them before its first MERGE, so that its
+    MERGEs write what changed however large it grows."""
+    table = store.delta_table(key_path)
+    configuration = table.metadata().configuration if table is not None else {}
+    missing = {k: v for k, v in MIRROR_TABLE_PROPERTIES.items() if configuration.get(k) != v}
+    if table is None or not missing:
+        return
+    settings = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+    statement = f"ALTER TABLE delta.`{store.location(key_path)}` SET TBLPROPERTIES ({settings})"
+    retry_conflicts(lambda: spark.sql(statement), f"turning on {', '.join(missing)}")
+
+
 def _run_merge(
     spark: SparkSession,
     store: AssetStore,
-    uri: str,
+    key_path: Sequence[str],
     source: DataFrame,
     statement: str,
     properties: Mapping,
 ) -> Published:
     """The MERGE, committed with ``properties``; a MERGE that changed nothing may make no
     commit, and then the properties get one of their own (:func:`_record`)."""
+    _turn_on_mirror_properties(spark, store, key_path)
+    uri = store.location(key_path)
     view = f"cdc_merge_{uuid.uuid4().hex}"
     source.createOrReplaceGlobalTempView(view)  # seen by the commit's own session
     text = to_json(properties)
@@ -186,7 +205,7 @@ def merge_keyed(
         + (f"WHEN MATCHED THEN UPDATE SET {sets} " if sets else "")
         + f"WHEN NOT MATCHED AND s.{ACTION} <> 1 THEN INSERT ({names}) VALUES ({values})"
     )
-    return _run_merge(spark, store, uri, source, statement, properties)
+    return _run_merge(spark, store, key_path, source, statement, properties)
 
 
 def merge_multiset(
@@ -239,7 +258,7 @@ def merge_multiset(
         "WHEN MATCHED THEN DELETE "
         f"WHEN NOT MATCHED AND s.{ACTION} = 'i' THEN INSERT ({names}) VALUES ({values})"
     )
-    return _run_merge(spark, store, uri, source, statement, properties)
+    return _run_merge(spark, store, key_path, source, statement, properties)
 
 
 def lsn_versions(spark: SparkSession, uri: str) -> list[tuple[Lsn, int]]:

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from cdc_assets.lsn import Lsn
-from cdc_assets.spark import mirror_store
+from cdc_assets.spark import asset_store, mirror_store
 from cdc_assets.spark.asset_store import (
     USER_METADATA_CONF,
     AssetStore,
@@ -117,6 +118,107 @@ def test_later_columns_let_the_next_empty_partition_skip_spark(
     assert back.columns == ["id", "__$start_lsn", "at time"]
     assert back.schema["at time"].dataType == later.schema["at time"].dataType
     assert [tuple(r) for r in back.collect()] == [tuple(r) for r in later.collect()]
+
+
+SOURCE_TYPES = (
+    "SELECT CAST(id AS INT) AS id, CAST(id AS TINYINT) AS b, CAST(id AS SMALLINT) AS s, "
+    "CAST(id AS BIGINT) AS l, CAST(id / 3 AS FLOAT) AS f, CAST(id / 7 AS DOUBLE) AS d, "
+    "CAST(id / 9 AS DECIMAL(38, 6)) AS money, CAST(id AS STRING) AS `odd name`, "
+    "CAST(CAST(id AS STRING) AS BINARY) AS bin, DATE'2024-02-29' + CAST(id AS INT) AS day, "
+    "TIMESTAMP_NTZ'2024-01-01 10:11:12.123456' + make_interval(0, 0, 0, id) AS local_at, "
+    "TIMESTAMP'2024-01-01 10:11:12.654321Z' + make_interval(0, 0, 0, id) AS utc_at, "
+    "CAST('10:11:12.5' AS TIME(6)) AS at, id % 2 = 0 AS even FROM range({n})"
+)
+
+
+def _engine(store: AssetStore, key: list[str]) -> str:
+    return str(store.history(key, limit=1)[0].get("engineInfo"))
+
+
+def _raw(spark: SparkSession, store: AssetStore, key: list[str]) -> list[tuple]:
+    """Every stored row (the properties row too, but not its text: write ids differ)."""
+    table = spark.read.format("delta").load(store.location(key))
+    return sorted((tuple(r) for r in table.drop("_cdc_properties").collect()), key=repr)
+
+
+def test_a_small_new_table_is_created_by_delta_rs_as_spark_would_create_it(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new table of a few rows is committed by delta-rs from the driver: same Delta schema
+    (types, nullability, field metadata), partitioning, rows, properties row and userMetadata
+    as Spark's writer makes; a later Spark write adds a timestamp_ntz column to it, and a
+    mirror created so gets deletion vectors at its first MERGE. Above the size limit, or in a
+    table that exists, Spark writes."""
+    store = AssetStore(tmp_path)
+    rows = spark.sql(SOURCE_TYPES.format(n=4))
+    later = spark.sql("SELECT CAST(NULL AS BINARY) AS `__$start_lsn`, 1 AS id")
+
+    def write(key: list[str]) -> None:
+        store.write(spark, rows, key, "snapshot", lambda w: {"n": w.count()}, later_columns=later)
+
+    write(["log", "small"])
+    assert _engine(store, ["log", "small"]).startswith("delta-rs")
+    with monkeypatch.context() as m:
+        m.setattr(asset_store, "DRIVER_WRITE_ROWS", 3)  # 4 rows are too many: Spark writes
+        write(["log", "spark"])
+    assert "Spark" in _engine(store, ["log", "spark"])
+    small, big = store.delta_table(["log", "small"]), store.delta_table(["log", "spark"])
+    assert small.schema().to_json() == big.schema().to_json()
+    assert small.metadata().partition_columns == big.metadata().partition_columns
+    strip = lambda p: {k: v for k, v in p.items() if k != "write_id"}  # noqa: E731
+    assert strip(store.properties(["log", "small"], "snapshot")) == strip(
+        store.properties(["log", "spark"], "snapshot")
+    )
+    as_written = [tuple(r) for r in rows.orderBy("id").collect()]
+    typed = [(f.name, f.dataType) for f in rows.schema]
+    for key in (["log", "small"], ["log", "spark"]):
+        back = store.read(spark, key, "snapshot")
+        assert [(f.name, f.dataType) for f in back.schema] == typed, key
+        assert [tuple(r) for r in back.orderBy("id").collect()] == as_written, key
+    assert _raw(spark, store, ["log", "small"]) == _raw(spark, store, ["log", "spark"])
+
+    # a later partition brings a timestamp_ntz column into a table created without one
+    key = ["log", "plain"]
+    store.write(spark, spark.sql("SELECT 1 AS id"), key, "snapshot", lambda w: {})
+    assert "timestampNtz" not in (store.delta_table(key).protocol().writer_features or [])
+    store.write(spark, rows.select("id", "local_at"), key, "r1", lambda w: {})
+    assert "timestampNtz" in (store.delta_table(key).protocol().writer_features or [])
+    assert store.read(spark, key, "r1").schema["local_at"].dataType == T.TimestampNTZType()
+
+    # a small mirror: Change Data Feed from its first version, deletion vectors from its
+    # first MERGE; a mirror that exists is rewritten by Spark
+    mirror = ["mirror", "t"]
+    base = rows.select("id", "`odd name`")
+    mirror_store.rebuild(spark, store, mirror, base, {"lsn": Lsn.from_int(10).hex}, 4)
+    assert _engine(store, mirror).startswith("delta-rs")
+    settings = store.delta_table(mirror).metadata().configuration
+    assert settings == {"delta.enableChangeDataFeed": "true"}
+    changes = change_rows(spark, [(11, 1, 4, 2, "two")], "id int, `odd name` string")
+    published = mirror_store.merge_keyed(
+        spark,
+        store,
+        mirror,
+        changes,
+        key_columns=["id"],
+        snapshot_lsn=bytes(lsn(10)),
+        properties={"lsn": Lsn.from_int(11).hex},
+    )
+    assert published.metrics.get("numTargetDeletionVectorsAdded", 0) >= 1
+    assert (
+        store.delta_table(mirror).metadata().configuration == mirror_store.MIRROR_TABLE_PROPERTIES
+    )
+    assert sorted_rows(store.read(spark, mirror, None)) == [
+        (0, "0"),
+        (1, "1"),
+        (2, "two"),
+        (3, "3"),
+    ]
+    assert (
+        mirror_store.read_mirror_as_of(spark, store.location(mirror), Lsn.from_int(10)).count() == 4
+    )
+    mirror_store.rebuild(spark, store, mirror, base, {"lsn": Lsn.from_int(12).hex}, 4)
+    assert "Spark" in _engine(store, mirror)
+    assert sorted_rows(store.read(spark, mirror, None)) == sorted_rows(base)
 
 
 def _reads_through_delta(df: DataFrame) -> bool:
