@@ -261,9 +261,25 @@ def read_change_range(
     return _load(spark, plan)
 
 
+# Empty frames by session and schema: a thousand tables' snapshot and first range ask for one
+# per table, each a ``createDataFrame`` of tens of milliseconds of driver time otherwise.
+_EMPTY_FRAMES: weakref.WeakKeyDictionary[SparkSession, dict[str, DataFrame]] = (
+    weakref.WeakKeyDictionary()
+)
+_EMPTY_FRAMES_LOCK = threading.Lock()
+
+
 def empty_change_frame(spark: SparkSession, instance: CaptureInstance) -> DataFrame:
     """No change rows, with the columns :func:`read_change_range` gives."""
-    return spark.createDataFrame([], _spark_schema(change_schema(instance).schema))
+    schema = _spark_schema(change_schema(instance).schema)
+    key = schema.json()
+    with _EMPTY_FRAMES_LOCK:
+        found = _EMPTY_FRAMES.setdefault(spark, {}).get(key)
+    if found is None:
+        found = spark.createDataFrame([], schema)
+        with _EMPTY_FRAMES_LOCK:
+            _EMPTY_FRAMES[spark][key] = found
+    return found
 
 
 def resolve_snapshot_mode(
