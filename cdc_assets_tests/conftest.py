@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 # The longest files first: `make test` gives whole files to two workers in collection order, so
 # a long file collected last would run alone at the end (the browser test did: ~3 min).
 LONGEST_FIRST = (
+    "cdc_assets_tests/dagster/test_thousand_tables.py",
     "cdc_assets_tests/dagster/test_kill_faults.py",
     "cdc_assets_tests/ui/test_browser.py",
     "cdc_assets_tests/dagster/test_sync.py",
