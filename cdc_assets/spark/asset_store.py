@@ -136,6 +136,15 @@ def user_metadata(spark: SparkSession, text: str) -> Iterator[SparkSession]:
             spark.conf.unset(USER_METADATA_CONF)
 
 
+@contextmanager
+def without_user_metadata(spark: SparkSession) -> Iterator[SparkSession]:
+    """``spark`` for a commit that must carry no userMetadata (a table property change): on
+    Spark Connect, where :func:`user_metadata` sets it on the one shared session, this waits
+    until no such commit runs."""
+    with _user_metadata_lock:
+        yield spark
+
+
 def to_json(properties: Mapping[str, Any]) -> str:
     return json.dumps(dict(properties), sort_keys=True, default=str)
 
@@ -658,10 +667,11 @@ class AssetStore:
         table = self._delta_rs(key_path)
         if table is None or "timestampNtz" in (table.protocol().writer_features or []):
             return
-        spark.sql(
-            f"ALTER TABLE delta.`{self.location(key_path)}` "
-            "SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
-        )
+        with without_user_metadata(spark) as session:
+            session.sql(
+                f"ALTER TABLE delta.`{self.location(key_path)}` "
+                "SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
+            )
 
     def _properties_row(
         self, spark: SparkSession, like: DataFrame, partition: str, properties: Mapping[str, Any]

@@ -1,8 +1,9 @@
 """Mirrors as Delta tables, updated in place with ``MERGE INTO``.
 
 A mirror is one Delta table with deletion vectors (a MERGE marks the rows it removes instead of
-rewriting their files, so bytes written grow with the changes, not the table) and Change Data
-Feed (downstream assets can read only what changed: ``readChangeFeed``). Each commit's
+rewriting their files, so bytes written grow with the changes, not the table; a mirror created
+small, by delta-rs, gets them at its first MERGE) and Change Data Feed (downstream assets can
+read only what changed: ``readChangeFeed``). Each commit's
 ``userMetadata`` holds the mirror's properties, among them the LSN it reached, so the data and
 its LSN are one commit; the table's history maps each LSN the mirror reached to a Delta version,
 which :func:`read_mirror_as_of` uses.
@@ -41,6 +42,7 @@ from .asset_store import (
     stored_name,
     to_json,
     user_metadata,
+    without_user_metadata,
 )
 from .concurrent_commits import retry_conflicts
 from .key_clustering import clustered, is_large, target_key_condition
@@ -118,7 +120,12 @@ def _turn_on_mirror_properties(
         return
     settings = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
     statement = f"ALTER TABLE delta.`{store.location(key_path)}` SET TBLPROPERTIES ({settings})"
-    retry_conflicts(lambda: spark.sql(statement), f"turning on {', '.join(missing)}")
+
+    def alter() -> None:
+        with without_user_metadata(spark) as session:
+            session.sql(statement)
+
+    retry_conflicts(alter, f"turning on {', '.join(missing)}")
 
 
 def _run_merge(
