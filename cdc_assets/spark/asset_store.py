@@ -466,6 +466,7 @@ class AssetStore:
         read_once: bool = True,
         later_columns: DataFrame | None = None,
         rows: int | None = None,
+        keep_layout: bool = False,
     ) -> Published:
         """Read ``df`` in full, compute its properties, then commit rows and properties at once:
         the partition's rows replaced (``partition``), or the whole table (``None``).
@@ -481,7 +482,9 @@ class AssetStore:
         tables a Spark write each otherwise). ``rows``: how many rows ``df`` has, when known.
 
         A new table of a few rows (``rows``, or counted in the held data) on a local file
-        system is created by delta-rs from the driver (:data:`DRIVER_WRITE_ROWS`)."""
+        system is created by delta-rs from the driver (:data:`DRIVER_WRITE_ROWS`), in one file;
+        ``keep_layout``: ``df``'s partitions are to be its files (a mirror clustered by key),
+        so Spark writes it whatever its size."""
         self.refuse_old_layout(key_path)
         uri = self.location(key_path)
         data = encode_for_delta(df)
@@ -501,15 +504,19 @@ class AssetStore:
             properties[WRITE_ID] = uuid.uuid4().hex
             properties[STORED_COLUMNS] = held.columns
         later = encode_for_delta(later_columns).schema if later_columns is not None else None
-        small = self._create_small(
-            key_path,
-            held,
-            partition,
-            properties,
-            rows=0 if empty else None if hold else rows,
-            held=hold,
-            later=later,
-            table_properties={**TABLE_PROPERTIES, **(table_properties or {})},
+        small = (
+            None
+            if keep_layout
+            else self._create_small(
+                key_path,
+                held,
+                partition,
+                properties,
+                rows=0 if empty else None if hold else rows,
+                held=hold,
+                later=later,
+                table_properties={**TABLE_PROPERTIES, **(table_properties or {})},
+            )
         )
         if small is not None:
             if hold:

@@ -75,7 +75,8 @@ def rebuild(
     mirror (``rows`` or ``estimated_rows``) is written clustered by its ``key_columns``
     (:mod:`.key_clustering`), a small one in a few files."""
     size = rows if rows is not None else estimated_rows
-    if key_columns and is_large(size):
+    large = bool(key_columns) and is_large(size)
+    if large:
         assert size is not None
         df = clustered(df, key_columns, size)
     else:
@@ -94,6 +95,7 @@ def rebuild(
         table_properties=MIRROR_TABLE_PROPERTIES,
         read_once=rows is None,
         rows=rows,
+        keep_layout=large,
     )
 
 

@@ -134,9 +134,9 @@ def test_default_maintenance_keeps_history_and_every_change(
 ) -> None:
     """Without drop_retired_changes and with 7 days of history, maintenance deletes nothing a
     reader may still use: every retired range's rows and every mirror version stay. The
-    mirror's small files are compacted (here from 2 files too many on), which changes no row,
+    mirror's small files are compacted (here from 1 file too many on), which changes no row,
     no LSN, and no later range."""
-    monkeypatch.setattr(table_maintenance, "COMPACT_AT", 2)
+    monkeypatch.setattr(table_maintenance, "COMPACT_AT", 1)
     harness = make_harness(tmp_path, spark, instance, tables=TABLES[:1], retain_ranges=1)
     harness.sync()
     chain = [harness.next_range(6) for _ in range(2)]
