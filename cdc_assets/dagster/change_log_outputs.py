@@ -8,11 +8,13 @@ import datetime as dt
 import threading
 from typing import Any
 
+import pyarrow as pa
 from dagster import Failure, MetadataValue
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
+from cdc_assets.spark.asset_store import DRIVER_WRITE_ROWS, RowsInDriver
 from cdc_assets.sqlserver import (
     CaptureInstance,
     SourceTable,
@@ -69,12 +71,24 @@ def snapshot_output(
 ) -> StoredFrame:
     settings = source.config.connection_settings()
     policy = source.config.snapshot
-    mode = sqlserver_source.resolve_snapshot_mode(settings, instance, policy.mode)
-    df = sqlserver_source.read_snapshot(
-        spark, settings, instance, mode=mode, chunk_rows=policy.chunk_rows
+    plan = sqlserver_source.plan_snapshot(
+        settings, instance, mode=policy.mode, chunk_rows=policy.chunk_rows
+    )
+    mode = plan.mode
+    # A small table is read here, in the driver: a Spark task and the jobs that read its rows
+    # back (the summary, the size check) cost more than its rows (a thousand small tables).
+    small = len(plan.key_ranges) == 1 and (plan.rows or 0) <= DRIVER_WRITE_ROWS
+    df = None if small else sqlserver_source.load_snapshot(spark, plan)
+    in_driver = (
+        RowsInDriver(
+            sqlserver_source.snapshot_frame_schema(plan),
+            lambda: sqlserver_source.read_snapshot_in_driver(plan),
+        )
+        if small
+        else None
     )
 
-    def finalize(written: DataFrame) -> dict[str, Any]:
+    def finalize(written: DataFrame | pa.Table) -> dict[str, Any]:
         replay_from, snapshot_lsn, rows = sqlserver_source.snapshot_summary(written)
         return {
             "kind": SNAPSHOT_PARTITION,
@@ -100,7 +114,9 @@ def snapshot_output(
 
     # the ranges' columns too: a range without changes is then a properties row alone
     later = sqlserver_source.empty_change_frame(spark, instance)
-    return StoredFrame(df, finalize, metadata, later_columns=later)
+    return StoredFrame(
+        df, finalize, metadata, later_columns=later, rows=plan.rows, in_driver=in_driver
+    )
 
 
 class RangeTimes:

@@ -27,7 +27,13 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.spark.asset_store import AssetStore, Finalize, Properties, Published
+from cdc_assets.spark.asset_store import (
+    AssetStore,
+    Finalize,
+    Properties,
+    Published,
+    RowsInDriver,
+)
 from cdc_assets.spark.sqlserver_source import unwrap_source_error
 
 LAYOUT = "cdc_assets/layout"
@@ -64,6 +70,9 @@ class StoredFrame:
     write: Write | None = None
     empty: bool = False  # ``df`` has no rows: nothing to read (see AssetStore.write)
     later_columns: DataFrame | None = None  # the columns of the table's later partitions (idem)
+    rows: int | None = None  # about how many rows ``df`` has, when known (idem)
+    # the rows read in the driver instead (``df`` None): a small table's snapshot
+    in_driver: RowsInDriver | None = None
 
 
 def delta_metadata(published: Published) -> dict[str, Any]:
@@ -97,6 +106,15 @@ def commit(
     try:
         if stored.write is not None:
             return stored.write(spark, store, key_path)
+        if stored.in_driver is not None:
+            return store.write_in_driver(
+                spark,
+                stored.in_driver,
+                key_path,
+                partition,
+                stored.finalize,
+                later_columns=stored.later_columns,
+            )
         assert stored.df is not None
         return store.write(
             spark,
@@ -106,6 +124,7 @@ def commit(
             stored.finalize,
             empty=stored.empty,
             later_columns=stored.later_columns,
+            rows=stored.rows,
         )
     except Exception as exc:
         source_error = unwrap_source_error(exc)

@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import mirror_store, sqlserver_source
-from cdc_assets.spark.asset_store import AssetStore, Published
+from cdc_assets.spark.asset_store import DRIVER_WRITE_ROWS, AssetStore, Published, RowsInDriver
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets.spark.session import use_in_this_thread
 
@@ -167,7 +167,6 @@ def _mirror_output(
             f"its snapshot is consistent from {snapshot.snapshot_lsn.hex} on, after this range's "
             f"end {target.hex}; a later range brings it up"
         )
-    base: DataFrame | None = None
     if state and state.get("snapshot_version") == snapshot.version:
         start = Lsn.parse(state["lsn"])
         if start >= target:
@@ -175,8 +174,6 @@ def _mirror_output(
         rebuilt = False
     else:
         start = snapshot.replay_from
-        snap = source.store.read(spark, table.change_log_key.path, SNAPSHOT_PARTITION)
-        base = sqlserver_source.drop_snapshot_columns(snap)
         rebuilt = True
     try:
         needed = ranges_covering(ranges(start), start, target)
@@ -185,6 +182,19 @@ def _mirror_output(
             f"{table.qualified_name}: cannot bring the mirror to {target.hex}: {exc}"
         ) from None
     changes = _changes(spark, source, table, needed)
+    base: DataFrame | None = None
+    in_driver: RowsInDriver | None = None
+    if rebuilt:
+        path = table.change_log_key.path
+        small = snapshot.rows is not None and snapshot.rows <= DRIVER_WRITE_ROWS
+        if changes is None and small:
+            # a small snapshot, no changes to apply: its rows are the mirror, no Spark job
+            found = source.store.rows_in_driver(path, SNAPSHOT_PARTITION)
+            if found is not None:
+                in_driver = sqlserver_source.drop_snapshot_columns_in_driver(found)
+        if in_driver is None:
+            snap = source.store.read(spark, path, SNAPSHOT_PARTITION)
+            base = sqlserver_source.drop_snapshot_columns(snap)
     keys = table.instance.key_columns
     properties: dict[str, Any] = {
         **_as_of(source, table, needed),
@@ -201,6 +211,8 @@ def _mirror_output(
     }
 
     def write(spark: SparkSession, store: AssetStore, key_path: Sequence[str]) -> Published:
+        if in_driver is not None:
+            return mirror_store.rebuild_in_driver(spark, store, key_path, in_driver, properties)
         if base is not None:
             # A new snapshot: the mirror is its rows with the changes since applied, written
             # whole in one commit. The mirror's columns are its snapshot's: a re-snapshot after

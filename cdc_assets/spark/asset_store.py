@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -86,7 +87,17 @@ DELTA_RS_METRICS = {
 }
 
 Properties = dict[str, Any]
-Finalize = Callable[[DataFrame], Mapping[str, Any]]
+# computes a partition's properties from its rows: a Spark frame, or Arrow when read in the driver
+Finalize = Callable[[DataFrame | pa.Table], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class RowsInDriver:
+    """Rows a write takes from the driver, not from Spark (:meth:`AssetStore.write_in_driver`):
+    ``read`` gives them as Arrow, with the columns of ``schema`` in its order."""
+
+    schema: T.StructType
+    read: Callable[[], pa.Table]
 
 
 class NotPublished(LookupError):
@@ -194,11 +205,10 @@ def encode_for_delta(df: DataFrame) -> DataFrame:
     """Columns Delta cannot store as they are: ``time`` as text, names with characters Delta
     refuses escaped; the field's metadata keeps the type and the name. A frame without such
     columns is returned as it is (each column named here is a call into the JVM)."""
-    fields = df.schema.fields
-    if not any(isinstance(f.dataType, T.TimeType) or stored_name(f.name) != f.name for f in fields):
+    if not needs_encoding(df.schema):
         return df
     columns = []
-    for f in fields:
+    for f in df.schema.fields:
         metadata: dict[str, str] = {}
         column = _col(f.name)
         if isinstance(f.dataType, T.TimeType):
@@ -209,6 +219,13 @@ def encode_for_delta(df: DataFrame) -> DataFrame:
             metadata[STORED_NAME] = f.name
         columns.append(column.alias(name, metadata=metadata) if metadata else column)
     return df.select(*columns)
+
+
+def needs_encoding(schema: T.StructType) -> bool:
+    """Some column of ``schema`` is stored otherwise (:func:`encode_for_delta`)."""
+    return any(
+        isinstance(f.dataType, T.TimeType) or stored_name(f.name) != f.name for f in schema.fields
+    )
 
 
 def decode_from_delta(df: DataFrame) -> DataFrame:
@@ -303,7 +320,6 @@ def _arrow_fields(schema: T.StructType) -> list[Any] | None:
     """The Arrow fields of a table Spark's writer would create from ``schema``: every column
     nullable, the field metadata kept; None when a type is not among :data:`ARROW_SAFE_TYPES` or
     some metadata is not text (delta-rs keeps text only)."""
-    import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
     if not all(isinstance(f.dataType, ARROW_SAFE_TYPES) for f in schema.fields):
@@ -486,53 +502,129 @@ class AssetStore:
         ``keep_layout``: ``df``'s partitions are to be its files (a mirror clustered by key),
         so Spark writes it whatever its size."""
         self.refuse_old_layout(key_path)
-        uri = self.location(key_path)
         data = encode_for_delta(df)
         # Read once, before the properties are computed: a second read of the source could
         # differ (a fuzzy snapshot), and the properties must describe the committed rows.
         # read_once=False: ``finalize`` does not read the data (it knows the counts already)
         hold = finalize is not None and not empty and read_once
         held = data.localCheckpoint(eager=True) if hold else data
-        properties: Properties = {}
-        if finalize is not None:
-            properties = dict(finalize(decode_from_delta(held)))
+        try:
+            properties: Properties = {}
+            if finalize is not None:
+                properties = dict(finalize(decode_from_delta(held)))
+            return self._commit(
+                spark,
+                held,
+                key_path,
+                partition,
+                properties,
+                empty=empty,
+                held=hold,
+                later_columns=later_columns,
+                rows=0 if empty else rows,
+                table_properties=table_properties,
+                keep_layout=keep_layout,
+            )
+        finally:
+            if hold:
+                held.unpersist()
+
+    def write_in_driver(
+        self,
+        spark: SparkSession,
+        rows: RowsInDriver,
+        key_path: Sequence[str],
+        partition: str | None,
+        finalize: Finalize | None = None,
+        *,
+        later_columns: DataFrame | None = None,
+        table_properties: Mapping[str, str] | None = None,
+    ) -> Published:
+        """:meth:`write` for rows read in the driver (a small table's snapshot): ``finalize``
+        is given them as Arrow, and where delta-rs may create the table no Spark job runs at
+        all; otherwise Spark writes them from the driver's copy."""
+        self.refuse_old_layout(key_path)
+        collected = rows.read()
+        properties = dict(finalize(collected)) if finalize is not None else {}
+        if not needs_encoding(rows.schema):
+            table_properties = {**TABLE_PROPERTIES, **(table_properties or {})}
+            later = encode_for_delta(later_columns).schema if later_columns is not None else None
+            stamped = dict(properties)
+            if partition is not None:
+                stamped[WRITE_ID] = uuid.uuid4().hex
+                stamped[STORED_COLUMNS] = rows.schema.names
+            if self._may_create_small(key_path, rows.schema, later):
+                small = self._create_from_arrow(
+                    key_path, rows.schema, collected, partition, stamped, later, table_properties
+                )
+                if small is not None:
+                    return small
+        df = spark.createDataFrame(collected, rows.schema)
+        return self.write(
+            spark,
+            df,
+            key_path,
+            partition,
+            lambda _: properties,
+            table_properties=table_properties,
+            read_once=False,
+            later_columns=later_columns,
+            rows=collected.num_rows,
+        )
+
+    def _commit(
+        self,
+        spark: SparkSession,
+        data: DataFrame,
+        key_path: Sequence[str],
+        partition: str | None,
+        properties: Properties,
+        *,
+        empty: bool,
+        held: bool,
+        later_columns: DataFrame | None,
+        rows: int | None,
+        table_properties: Mapping[str, str] | None,
+        keep_layout: bool,
+    ) -> Published:
+        """Commit ``data`` (encoded for Delta; ``held``: read already) with ``properties``
+        (:meth:`write`)."""
+        uri = self.location(key_path)
         if empty and partition is not None:
-            published = self._write_properties_only(key_path, held.columns, partition, properties)
+            published = self._write_properties_only(key_path, data.columns, partition, properties)
             if published is not None:
                 return published
         if partition is not None:
             properties[WRITE_ID] = uuid.uuid4().hex
-            properties[STORED_COLUMNS] = held.columns
+            properties[STORED_COLUMNS] = data.columns
         later = encode_for_delta(later_columns).schema if later_columns is not None else None
         small = (
             None
             if keep_layout
             else self._create_small(
                 key_path,
-                held,
+                data,
                 partition,
                 properties,
-                rows=0 if empty else None if hold else rows,
-                held=hold,
+                rows=rows,
+                held=held,
                 later=later,
                 table_properties={**TABLE_PROPERTIES, **(table_properties or {})},
             )
         )
         if small is not None:
-            if hold:
-                held.unpersist()
             return small
-        self._turn_on_timestamp_ntz(spark, key_path, held.schema)
+        self._turn_on_timestamp_ntz(spark, key_path, data.schema)
         if partition is None:
-            writer = held.write.format("delta").mode("overwrite")
+            writer = data.write.format("delta").mode("overwrite")
             writer = writer.option("overwriteSchema", "true")
         else:
-            stored = held.withColumn(PARTITION_COLUMN, F.lit(partition)).withColumn(
+            stored = data.withColumn(PARTITION_COLUMN, F.lit(partition)).withColumn(
                 PROPERTIES_COLUMN, F.lit(None).cast("string")
             )
             if later is not None:
                 stored = _with_null_columns(stored, later)
-            marker = self._properties_row(spark, held, partition, properties)
+            marker = self._properties_row(spark, data, partition, properties)
             writer = (
                 stored.unionByName(marker, allowMissingColumns=True)
                 .write.format("delta")
@@ -546,8 +638,6 @@ class AssetStore:
         text = to_json(properties)
         writer = writer.option("userMetadata", text)
         retry_conflicts(lambda: writer.save(uri), f"writing {uri}")
-        if hold:
-            held.unpersist()
         return self.published(spark, uri, properties)
 
     def _write_properties_only(
@@ -567,7 +657,6 @@ class AssetStore:
         table = self._delta_rs(key_path)
         if table is None:
             return None
-        import pyarrow as pa
         from deltalake import CommitProperties, write_deltalake
         from deltalake.exceptions import DeltaError
 
@@ -607,29 +696,55 @@ class AssetStore:
         table_properties: Mapping[str, str],
     ) -> Published | None:
         """Create the table from ``data`` (encoded for Delta) with delta-rs, when it is new, on
-        a local file system, and holds at most :data:`DRIVER_WRITE_ROWS` rows: ``rows`` says
-        so, or (``held``: ``data`` is read already) a collect of one row more finds fewer. The
-        table is what Spark's write would make (same schema, partitioning, properties row and
-        userMetadata). None when Spark must write it."""
-        uri = self.location(key_path)
-        if not is_local(uri) or self._delta_rs(key_path) is not None:
+        a local file system, and holds at most :data:`DRIVER_WRITE_ROWS` rows: ``rows`` (about
+        how many it has) says so, or (``held``: ``data`` is read already) a collect of one row
+        more finds fewer. The table is what Spark's write would make (same schema,
+        partitioning, properties row and userMetadata). None when Spark must write it."""
+        if not self._may_create_small(key_path, data.schema, later):
             return None
-        fields = _arrow_fields(data.schema)
-        later_fields = _arrow_fields(_missing_fields(data.schema, later))
-        if fields is None or later_fields is None:
-            return None
-        if held:
+        if rows is not None:
+            if rows > DRIVER_WRITE_ROWS:
+                return None
+            collected = data.toArrow()
+        elif held:
             collected = data.limit(DRIVER_WRITE_ROWS + 1).toArrow()
             if collected.num_rows > DRIVER_WRITE_ROWS:
                 return None
-        elif rows is not None and rows <= DRIVER_WRITE_ROWS:
-            collected = data.toArrow()
         else:
             return None
-        import pyarrow as pa
+        return self._create_from_arrow(
+            key_path, data.schema, collected, partition, properties, later, table_properties
+        )
+
+    def _may_create_small(
+        self, key_path: Sequence[str], schema: T.StructType, later: T.StructType | None
+    ) -> bool:
+        """delta-rs may create the table (:meth:`_create_from_arrow`): it is new, on a local
+        file system, and its columns are of types delta-rs writes as Spark would."""
+        if not is_local(self.location(key_path)) or self._delta_rs(key_path) is not None:
+            return False
+        fields = _arrow_fields(schema)
+        return fields is not None and _arrow_fields(_missing_fields(schema, later)) is not None
+
+    def _create_from_arrow(
+        self,
+        key_path: Sequence[str],
+        schema: T.StructType,
+        collected: Any,
+        partition: str | None,
+        properties: Properties,
+        later: T.StructType | None,
+        table_properties: Mapping[str, str],
+    ) -> Published | None:
+        """Create the table with delta-rs from ``collected`` (Arrow, ``schema``'s columns, encoded
+        for Delta), as Spark's write would; None when delta-rs cannot (Spark writes it)."""
         from deltalake import CommitProperties, write_deltalake
         from deltalake.exceptions import DeltaError
 
+        uri = self.location(key_path)
+        fields = _arrow_fields(schema)
+        later_fields = _arrow_fields(_missing_fields(schema, later))
+        assert fields is not None and later_fields is not None  # _may_create_small
         count = collected.num_rows
         arrays = [collected.column(i).cast(f.type) for i, f in enumerate(fields)]
         text = to_json(properties)
@@ -804,6 +919,39 @@ class AssetStore:
         else:
             df = spark.createDataFrame([], schema)
         return _data_rows(df, _stored_columns(_properties_in(table, partitions), partitions))
+
+    def rows_in_driver(self, key_path: Sequence[str], partition: str) -> RowsInDriver | None:
+        """The data rows of ``partition`` to be read here by delta-rs (a few rows: no Spark job),
+        with the columns it was written with; None when Spark must read them (not a local
+        table, a reader feature delta-rs refuses, columns stored otherwise than they are)."""
+        import pyarrow.compute as pc
+
+        if not is_local(self.location(key_path)):
+            return None
+        table = self._delta_rs(key_path)
+        if table is None or PARTITION_COLUMN not in table.metadata().partition_columns:
+            return None
+        if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
+            return None
+        schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
+        columns = _stored_columns(_properties_in(table, [partition]), [partition])
+        if not columns or not set(columns) <= set(schema.names):
+            return None
+        data = T.StructType([schema[c] for c in columns])
+        if any({STORED_TYPE, STORED_NAME} & set(f.metadata or {}) for f in data.fields):
+            return None
+
+        def read() -> pa.Table:
+            dataset = table.to_pyarrow_dataset(
+                file_pruning_predicate=[(PARTITION_COLUMN, "=", partition)]
+            )
+            return dataset.to_table(
+                columns=columns,
+                filter=pc.field(PROPERTIES_COLUMN).is_null(),
+                use_threads=False,  # see _properties_in
+            )
+
+        return RowsInDriver(data, read)
 
     def read_partitions(
         self,

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -36,6 +37,7 @@ from .asset_store import (
     AssetStore,
     NotPublished,
     Published,
+    RowsInDriver,
     decode_from_delta,
     encode_for_delta,
     sql_name,
@@ -96,6 +98,25 @@ def rebuild(
         read_once=rows is None,
         rows=rows,
         keep_layout=large,
+    )
+
+
+def rebuild_in_driver(
+    spark: SparkSession,
+    store: AssetStore,
+    key_path: Sequence[str],
+    rows: RowsInDriver,
+    properties: Mapping[str, Any],
+) -> Published:
+    """:func:`rebuild` from rows read in the driver (a small snapshot without changes to
+    apply): a new mirror is then created without a Spark job."""
+
+    def finalize(written: DataFrame | pa.Table) -> dict[str, Any]:
+        assert isinstance(written, pa.Table)
+        return {**properties, "columns": rows.schema.names, "rows": written.num_rows}
+
+    return store.write_in_driver(
+        spark, rows, key_path, None, finalize, table_properties=MIRROR_TABLE_PROPERTIES
     )
 
 

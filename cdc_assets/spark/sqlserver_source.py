@@ -52,7 +52,15 @@ from cdc_assets.sqlserver import (
 from cdc_assets.sqlserver.arrow_types import arrow_schema
 from cdc_assets.sqlserver.changes import change_schema
 from cdc_assets.sqlserver.chunks import plan_key_ranges
-from cdc_assets.sqlserver.snapshot import KeyRange, SnapshotMode, choose_mode, snapshot_schema
+from cdc_assets.sqlserver.snapshot import (
+    KeyRange,
+    SnapshotMode,
+    choose_mode,
+    count_rows,
+    snapshot_schema,
+)
+
+from .asset_store import RowsInDriver
 
 __all__ = [
     "DATA_SOURCE_NAME",
@@ -61,11 +69,16 @@ __all__ = [
     "SNAPSHOT_LSN",
     "SourceReadError",
     "drop_snapshot_columns",
+    "drop_snapshot_columns_in_driver",
     "empty_change_frame",
+    "load_snapshot",
+    "plan_snapshot",
     "read_change_range",
     "read_snapshot",
+    "read_snapshot_in_driver",
     "resolve_snapshot_mode",
     "snapshot_bounds",
+    "snapshot_frame_schema",
     "snapshot_rows",
     "snapshot_summary",
     "unwrap_source_error",
@@ -105,6 +118,7 @@ class ReadPlan:
     lsn_range: LsnRange | None = None
     mode: SnapshotMode = "exact"
     key_ranges: tuple[KeyRange, ...] = ()
+    rows: int | None = None  # a snapshot's: the table's rows when it was planned
 
     def encode(self) -> str:
         return base64.b64encode(pickle.dumps(self)).decode("ascii")
@@ -293,6 +307,43 @@ def resolve_snapshot_mode(
         conn.close()
 
 
+def plan_snapshot(
+    settings: Settings,
+    instance: CaptureInstance,
+    *,
+    mode: SnapshotMode | Literal["auto"] = "auto",
+    chunk_rows: int = 250_000,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> ReadPlan:
+    """What a snapshot of ``instance`` reads (one connection): the mode the database allows,
+    the table's rows as counted now, and key ranges of about ``chunk_rows`` rows."""
+    conn = connection_factory(settings).connect(autocommit=True)
+    try:
+        chosen = choose_mode(conn, instance, mode)
+        rows = count_rows(conn, instance.source_schema, instance.source_table)
+        key_ranges = tuple(plan_key_ranges(conn, instance, chunk_rows, rows=rows))
+    finally:
+        conn.close()
+    fields = [
+        *snapshot_schema(instance).schema,
+        *(pa.field(c, pa.binary()) for c in SNAPSHOT_COLUMNS),
+    ]
+    return ReadPlan(
+        settings,
+        instance,
+        pa.schema(fields),
+        batch_rows,
+        mode=chosen,
+        key_ranges=key_ranges,
+        rows=rows,
+    )
+
+
+def load_snapshot(spark: SparkSession, plan: ReadPlan) -> DataFrame:
+    """The snapshot of ``plan`` as a Spark frame: one task per key range (lazy)."""
+    return _load(spark, plan)
+
+
 def read_snapshot(
     spark: SparkSession,
     settings: Settings,
@@ -305,20 +356,25 @@ def read_snapshot(
     """The table's rows read in key ranges of about ``chunk_rows`` rows, one task each, plus one
     marker row per range (module doc). Use :func:`snapshot_rows` for the rows alone and
     :func:`snapshot_bounds` for where the snapshot stands."""
-    conn = connection_factory(settings).connect(autocommit=True)
-    try:
-        chosen = choose_mode(conn, instance, mode)
-        key_ranges = tuple(plan_key_ranges(conn, instance, chunk_rows))
-    finally:
-        conn.close()
-    fields = [
-        *snapshot_schema(instance).schema,
-        *(pa.field(c, pa.binary()) for c in SNAPSHOT_COLUMNS),
-    ]
-    plan = ReadPlan(
-        settings, instance, pa.schema(fields), batch_rows, mode=chosen, key_ranges=key_ranges
+    plan = plan_snapshot(
+        settings, instance, mode=mode, chunk_rows=chunk_rows, batch_rows=batch_rows
     )
-    return _load(spark, plan)
+    return load_snapshot(spark, plan)
+
+
+def snapshot_frame_schema(plan: ReadPlan) -> StructType:
+    """The Spark schema of ``plan``'s rows (that of :func:`load_snapshot`'s frame)."""
+    return _spark_schema(plan.arrow_schema)
+
+
+def read_snapshot_in_driver(plan: ReadPlan) -> pa.Table:
+    """The snapshot of ``plan`` read here, in this process, as one key range: the rows Spark's
+    read would give (:func:`snapshot_frame_schema`) and one marker row, without a Spark job
+    (a small table: its task and the jobs that read it back cost more than its rows). A source
+    error fails it as it fails a Spark read (:func:`unwrap_source_error` finds it)."""
+    reader = _Reader(plan, snapshot_frame_schema(plan))
+    batches = list(reader.read(Piece(0, KeyRange())))
+    return pa.Table.from_batches(batches, schema=reader.target)
 
 
 def _is_marker() -> Any:
@@ -335,14 +391,30 @@ def drop_snapshot_columns(df: DataFrame) -> DataFrame:
     return snapshot_rows(df).drop(*SNAPSHOT_COLUMNS)
 
 
+def drop_snapshot_columns_in_driver(rows: RowsInDriver) -> RowsInDriver:
+    """:func:`drop_snapshot_columns` of a snapshot read in the driver."""
+    import pyarrow.compute as pc
+
+    def read() -> pa.Table:
+        table = rows.read()
+        kept = table.filter(pc.field(SNAPSHOT_LSN).is_null())
+        return kept.drop_columns(list(SNAPSHOT_COLUMNS))
+
+    schema = StructType([f for f in rows.schema.fields if f.name not in SNAPSHOT_COLUMNS])
+    return RowsInDriver(schema, read)
+
+
 def snapshot_bounds(df: DataFrame) -> tuple[Lsn, Lsn]:
     """(smallest ``replay_from``, largest ``snapshot_lsn``) over the marker rows of a snapshot."""
     replay_from, snapshot_lsn, _ = snapshot_summary(df)
     return replay_from, snapshot_lsn
 
 
-def snapshot_summary(df: DataFrame) -> tuple[Lsn, Lsn, int]:
-    """:func:`snapshot_bounds` and the number of the table's rows, in one Spark job."""
+def snapshot_summary(df: DataFrame | pa.Table) -> tuple[Lsn, Lsn, int]:
+    """:func:`snapshot_bounds` and the number of the table's rows, in one Spark job (none for
+    rows read into the driver, :func:`read_snapshot_in_driver`)."""
+    if isinstance(df, pa.Table):
+        return _arrow_summary(df)
     row = df.agg(
         F.min(F.when(_is_marker(), F.col(f"`{REPLAY_FROM}`"))),
         F.max(F.when(_is_marker(), F.col(f"`{SNAPSHOT_LSN}`"))),
@@ -351,6 +423,15 @@ def snapshot_summary(df: DataFrame) -> tuple[Lsn, Lsn, int]:
     if row[0] is None or row[1] is None:
         raise ValueError("the frame holds no snapshot marker rows: it is not a complete snapshot")
     return Lsn.from_bytes(bytes(row[0])), Lsn.from_bytes(bytes(row[1])), int(row[2])
+
+
+def _arrow_summary(table: pa.Table) -> tuple[Lsn, Lsn, int]:
+    at = [Lsn.from_bytes(v) for v in table.column(SNAPSHOT_LSN).to_pylist() if v is not None]
+    replay = table.column(REPLAY_FROM).to_pylist()
+    if not at:
+        raise ValueError("the frame holds no snapshot marker rows: it is not a complete snapshot")
+    starts = [Lsn.from_bytes(v) for v in replay if v is not None]
+    return min(starts), max(at), table.num_rows - len(at)
 
 
 def unwrap_source_error(exc: BaseException) -> SourceReadError | None:

@@ -27,15 +27,17 @@ BOUNDARY_KEYS_QUERY = (
 
 
 def plan_key_ranges(
-    conn: DbapiConnection, instance: CaptureInstance, chunk_rows: int
+    conn: DbapiConnection, instance: CaptureInstance, chunk_rows: int, *, rows: int | None = None
 ) -> list[KeyRange]:
-    """Key ranges of about ``chunk_rows`` rows each covering the whole key space of the table."""
+    """Key ranges of about ``chunk_rows`` rows each covering the whole key space of the table
+    (``rows``: its rows, when counted already)."""
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be at least 1; got {chunk_rows}")
     keys = instance.key_columns
     if not keys:
         return [KeyRange()]
-    rows = count_rows(conn, instance.source_schema, instance.source_table)
+    if rows is None:
+        rows = count_rows(conn, instance.source_schema, instance.source_table)
     if rows <= chunk_rows:
         return [KeyRange()]
     key_list = ", ".join(quote_name(k) for k in keys)

@@ -250,9 +250,11 @@ def make_harness(
     storage: str | None = None,
     connection: dict[str, Any] | None = None,
     maintenance: MaintenancePolicy | None = None,
+    exclude: tuple[str, ...] = (),
 ) -> SyncHarness:
     """``connection``: the source's ``connection:`` config (default: the emulator file itself;
-    the TDS tests give an ``odbc:`` one reaching the same file through a real driver)."""
+    the TDS tests give an ``odbc:`` one reaching the same file through a real driver);
+    ``exclude``: tables (``schema.table`` patterns) the source does not capture."""
     db = tmp_path / "source.db"
     conn = emulator.connect(str(db), autocommit=True)
     workload = create_demo_database(
@@ -272,6 +274,7 @@ def make_harness(
                     },
                     "snapshot": {"mode": snapshot_mode, "chunk_rows": chunk_rows},
                     "owners": list(owners),
+                    "tables": {"exclude": list(exclude)},
                 }
             ],
             "storage": {"base_path": storage or str(tmp_path / "storage")},

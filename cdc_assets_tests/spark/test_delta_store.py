@@ -10,6 +10,7 @@ import random
 import threading
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,6 +23,7 @@ from cdc_assets.spark.asset_store import (
     AssetStore,
     NotPublished,
     OldLayout,
+    RowsInDriver,
 )
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets_tests.spark.change_rows import change_rows, lsn, sorted_rows
@@ -219,6 +221,55 @@ def test_a_small_new_table_is_created_by_delta_rs_as_spark_would_create_it(
     mirror_store.rebuild(spark, store, mirror, base, {"lsn": Lsn.from_int(12).hex}, 4)
     assert "Spark" in _engine(store, mirror)
     assert sorted_rows(store.read(spark, mirror, None)) == sorted_rows(base)
+
+
+def test_rows_read_in_the_driver_are_written_and_read_back_without_spark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``write_in_driver``: ``finalize`` gets the Arrow rows; a new local table of plain columns
+    is created by delta-rs as ``write`` creates it from a frame; with columns stored otherwise
+    (time, odd names), or into a table that exists, Spark writes the driver's rows.
+    ``rows_in_driver`` reads a partition back without Spark where its columns are stored as
+    they are, and declines otherwise."""
+    store = AssetStore(tmp_path)
+    rows = spark.sql(SOURCE_TYPES.format(n=4))
+    later = spark.sql("SELECT CAST(NULL AS BINARY) AS `__$start_lsn`, 1 AS id")
+    plain = rows.drop("odd name", "at")
+    arrow = plain.toArrow()
+    given: list[object] = []
+
+    def finalize(written: object) -> dict[str, int]:
+        given.append(written)
+        assert isinstance(written, pa.Table)
+        return {"n": written.num_rows}
+
+    key, twin = ["log", "driver"], ["log", "frame"]
+    in_driver = RowsInDriver(plain.schema, lambda: arrow)
+    store.write_in_driver(spark, in_driver, key, "snapshot", finalize, later_columns=later)
+    assert _engine(store, key).startswith("delta-rs") and len(given) == 1
+    store.write(spark, plain, twin, "snapshot", lambda w: {"n": w.count()}, later_columns=later)
+    assert store.delta_table(key).schema().to_json() == store.delta_table(twin).schema().to_json()
+    assert _raw(spark, store, key) == _raw(spark, store, twin)
+    assert store.properties(key, "snapshot")["n"] == 4
+
+    back = store.rows_in_driver(key, "snapshot")
+    assert back is not None
+    assert [(f.name, f.dataType) for f in back.schema] == [
+        (f.name, f.dataType) for f in plain.schema
+    ]
+    assert back.read().sort_by("id").to_pylist() == arrow.sort_by("id").to_pylist()
+
+    odd = ["log", "odd"]
+    store.write_in_driver(spark, RowsInDriver(rows.schema, rows.toArrow), odd, "snapshot", finalize)
+    assert store.rows_in_driver(odd, "snapshot") is None  # time as text, an escaped name
+    assert sorted_rows(store.read(spark, odd, "snapshot")) == sorted_rows(rows)
+
+    # the table exists: Spark replaces the partition with the driver's rows
+    two = RowsInDriver(plain.schema, lambda: arrow.slice(0, 2))
+    store.write_in_driver(spark, two, key, "snapshot", finalize)
+    assert "Spark" in _engine(store, key)
+    assert sorted(r["id"] for r in store.read(spark, key, "snapshot").collect()) == [0, 1]
+    assert store.properties(key, "snapshot")["n"] == 2
 
 
 def _reads_through_delta(df: DataFrame) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import datetime as dt
 import io
 import itertools
@@ -333,6 +334,63 @@ def test_snapshot_bounds_compare_lsns_unsigned(spark: SparkSession) -> None:
         f"AS t(id, `{REPLAY_FROM}`, `{SNAPSHOT_LSN}`)"
     )
     assert snapshot_bounds(df) == (low, high)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [*(f"{t.schema}.{t.name}" for t in DEMO_TABLES), "dbo.tags", "dbo.empty one"],
+    ids=lambda n: n.replace(" ", "_"),
+)
+def test_snapshot_read_in_the_driver_equals_the_spark_read(
+    spark: SparkSession, demo: DemoSource, name: str
+) -> None:
+    """A small table's snapshot read here, without Spark, gives the rows, marker and summary
+    the data source's task gives, in the types Spark reads them as."""
+    schema, table = name.split(".", 1)
+    instance = demo.instance(schema, table)
+    before = get_max_lsn(demo.conn)
+    plan = source.plan_snapshot(demo.settings, instance, mode="exact")
+    expected = reference_rows(demo.settings, instance)
+    assert plan.rows == expected.num_rows
+    assert len(plan.key_ranges) == 1
+    in_driver = source.read_snapshot_in_driver(plan)
+    written, rows = read_once(source.load_snapshot(spark, plan))
+    frame_schema = source.snapshot_frame_schema(plan)
+    assert written.schema == frame_schema
+    assert in_driver.schema.names == frame_schema.names
+    assert spark.createDataFrame(in_driver, frame_schema).schema == frame_schema
+    assert table_rows(in_driver.to_pylist()) == table_rows(rows)
+    assert table_rows(in_driver.to_pylist()) == row_counter(expected.to_pylist())
+    for summary in (source.snapshot_summary(in_driver), source.snapshot_summary(written)):
+        replay_from, at, counted = summary
+        assert before <= replay_from == at  # exact: its own LSN, nothing to replay
+        assert counted == expected.num_rows
+
+
+def test_a_source_error_in_a_driver_read_reads_as_in_a_spark_task(
+    demo: DemoSource, tmp_path: Path
+) -> None:
+    plan = source.plan_snapshot(demo.settings, demo.instance("dbo", "customers"))
+    gone = dataclasses.replace(plan, settings=EmulatorSettings(path=tmp_path / "gone.db"))
+    with pytest.raises(Exception) as info:
+        source.read_snapshot_in_driver(gone)
+    error = unwrap_source_error(info.value)
+    assert error is not None and error.kind == "SourceUnreachable"
+    assert "gone.db" in error.message
+
+
+def test_arrow_summary_compares_lsns_unsigned() -> None:
+    low, mid, high = (Lsn.from_int(n) for n in (0x7F, 0x80, 0xFF01))
+    table = pa.table(
+        {
+            "id": pa.array([1, None, None], pa.int32()),
+            REPLAY_FROM: pa.array([None, mid.raw, low.raw], pa.binary()),
+            SNAPSHOT_LSN: pa.array([None, high.raw, mid.raw], pa.binary()),
+        }
+    )
+    assert source.snapshot_summary(table) == (low, high, 1)
+    with pytest.raises(ValueError, match="no snapshot marker rows"):
+        source.snapshot_summary(table.slice(0, 1))
 
 
 # -- key ranges ----------------------------------------------------------------------------------
