@@ -188,7 +188,7 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
                     instance,
                     read_range,
                     times,
-                    quiet=changed.get(instance.name) == 0,
+                    change_rows=changed.get(instance.name),
                 )
             source_event = _source_table_event(table, context.partition_key, changed, instance)
             if source_event is not None:

@@ -169,19 +169,29 @@ def range_output(
     read_range: LsnRange | None,
     times: RangeTimes,
     *,
-    quiet: bool = False,
+    change_rows: int | None = None,
 ) -> StoredFrame:
     """The change log of ``table`` for ``lsn_range``: the rows of ``read_range`` (its part above
-    the table's snapshot), none when ``quiet`` (the range has no change rows for ``instance``:
-    nothing is read from the source and no Spark job counts them)."""
+    the table's snapshot); ``change_rows``: how many ``lsn_range`` has for ``instance``, when
+    counted: none, and nothing is read from the source and no Spark job counts them; a few,
+    and they are read in the driver, no Spark job either."""
     settings = source.config.connection_settings()
-    empty = read_range is None or quiet
+    empty = read_range is None or change_rows == 0
+    df: DataFrame | None = None
+    in_driver: RowsInDriver | None = None
     if empty:
         df = sqlserver_source.empty_change_frame(spark, instance)
+    elif change_rows is not None and change_rows <= DRIVER_WRITE_ROWS:
+        assert read_range is not None
+        in_driver = RowsInDriver(
+            sqlserver_source.change_frame_schema(instance),
+            lambda: sqlserver_source.read_changes_in_driver(settings, instance, read_range),
+        )
     else:
+        assert read_range is not None
         df = sqlserver_source.read_change_range(spark, settings, instance, read_range)
 
-    def finalize(written: DataFrame) -> dict[str, Any]:
+    def finalize(written: DataFrame | pa.Table) -> dict[str, Any]:
         # counted by the source, then proven complete with the read by the check below
         operations = (
             {} if empty or read_range is None else _operation_counts(conn, instance, read_range)
@@ -243,4 +253,4 @@ def range_output(
             COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),
         }
 
-    return StoredFrame(df, finalize, metadata, empty=empty)
+    return StoredFrame(df, finalize, metadata, empty=empty, in_driver=in_driver)

@@ -83,11 +83,10 @@ def mirror_lsn(source: Source, table: Table, sync: SourceSync | None = None) -> 
     return Lsn.parse(state["lsn"]) if state and "lsn" in state else None
 
 
-def _changes(
-    spark: SparkSession, source: Source, table: Table, needed: list[LsnRange]
-) -> DataFrame | None:
-    """The change rows of ``needed`` (None when they have none: quiet ranges are applied
-    without reading anything), after checking each range is written and covered."""
+def _change_rows(source: Source, table: Table, needed: list[LsnRange]) -> int:
+    """How many change rows ``needed`` holds (0: quiet ranges are applied without reading
+    anything; a range whose count is unknown counts 1, to be read), after checking each range
+    is written and covered."""
     path = table.change_log_key.path
     rows = 0
     for lsn_range in needed:
@@ -107,9 +106,7 @@ def _changes(
             )
         counted = properties.get("rows")
         rows += counted if isinstance(counted, int) else 1  # unknown: read the range
-    if not rows:
-        return None
-    return source.store.read_partitions(spark, path, [r.key for r in needed])
+    return rows
 
 
 def _as_of(source: Source, table: Table, applied: list[LsnRange]) -> dict[str, Any]:
@@ -181,15 +178,20 @@ def _mirror_output(
         raise Failure(
             f"{table.qualified_name}: cannot bring the mirror to {target.hex}: {exc}"
         ) from None
-    changes = _changes(spark, source, table, needed)
+    change_rows = _change_rows(source, table, needed)
+    path = table.change_log_key.path
+    applied = [r.key for r in needed]
+
+    def changes() -> DataFrame:
+        return source.store.read_partitions(spark, path, applied)
+
     base: DataFrame | None = None
     in_driver: RowsInDriver | None = None
     if rebuilt:
-        path = table.change_log_key.path
         small = snapshot.rows is not None and snapshot.rows <= DRIVER_WRITE_ROWS
-        if changes is None and small:
+        if not change_rows and small:
             # a small snapshot, no changes to apply: its rows are the mirror, no Spark job
-            found = source.store.rows_in_driver(path, SNAPSHOT_PARTITION)
+            found = source.store.rows_in_driver(path, [SNAPSHOT_PARTITION])
             if found is not None:
                 in_driver = sqlserver_source.drop_snapshot_columns_in_driver(found)
         if in_driver is None:
@@ -218,12 +220,12 @@ def _mirror_output(
             # whole in one commit. The mirror's columns are its snapshot's: a re-snapshot after
             # a schema change (a new capture instance) brings new columns in.
             merged = base
-            if changes is not None and keys:
-                merged = merge_keyed(base, changes, key_columns=keys, snapshot_lsn=start.raw)
-            elif changes is not None:
-                merged = merge_multiset(base, changes, snapshot_lsn=start.raw)
+            if change_rows and keys:
+                merged = merge_keyed(base, changes(), key_columns=keys, snapshot_lsn=start.raw)
+            elif change_rows:
+                merged = merge_multiset(base, changes(), snapshot_lsn=start.raw)
             # no changes: the mirror holds the snapshot's rows, as many as it counted
-            counted = snapshot.rows if changes is None else None
+            counted = snapshot.rows if not change_rows else None
             return mirror_store.rebuild(
                 spark,
                 store,
@@ -236,27 +238,40 @@ def _mirror_output(
             )
         before = state.get("rows") if state else None
         before = before if isinstance(before, int) else None
-        if changes is None:
+        if not change_rows:
             # Only quiet ranges: nothing to commit. The mirror's new LSN goes into the sync
             # state (the caller writes it); its Delta version stays the current one.
             rows = before
             if rows is None:
                 rows = mirror_store.row_count(spark, store.location(key_path))
             return store.unchanged(key_path, {**properties, "rows": rows})
-        if keys:
+        published = None
+        if keys and before is not None and max(before, change_rows) <= DRIVER_WRITE_ROWS:
+            # a small mirror, a small range: merged in the driver by delta-rs, no Spark job
+            found = store.rows_in_driver(path, applied)
+            if found is not None:
+                published = mirror_store.merge_keyed_in_driver(
+                    store,
+                    key_path,
+                    found,
+                    key_columns=keys,
+                    snapshot_lsn=start.raw,
+                    properties=properties,
+                )
+        if published is None and keys:
             published = mirror_store.merge_keyed(
                 spark,
                 store,
                 key_path,
-                changes,
+                changes(),
                 key_columns=keys,
                 snapshot_lsn=start.raw,
                 properties=properties,
                 target_rows=before,
             )
-        else:
+        elif published is None:
             published = mirror_store.merge_multiset(
-                spark, store, key_path, changes, snapshot_lsn=start.raw, properties=properties
+                spark, store, key_path, changes(), snapshot_lsn=start.raw, properties=properties
             )
         # the row count for the UI: the one before plus what the MERGE's commit metrics say
         # it inserted and deleted; counted (a Spark job) only when either is not known

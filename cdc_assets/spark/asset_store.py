@@ -76,7 +76,7 @@ PLAIN_PARQUET_READER_FEATURES = frozenset({"timestampNtz"})
 # costs about half a second of jobs and log replays (a thousand small tables' first sync). Such a
 # table has the features its columns need, no more: Spark turns timestampNtz on when a later
 # write brings such a column (:meth:`AssetStore.write`), and deletion vectors are turned on by a
-# mirror's first MERGE (:mod:`.mirror_store`), so delta-rs leaves those properties out.
+# mirror's first Spark MERGE (:mod:`.mirror_store`), so delta-rs leaves those properties out.
 DRIVER_WRITE_ROWS = 10_000
 SET_BY_SPARK_LATER = ("delta.feature.timestampNtz", "delta.enableDeletionVectors")
 # delta-rs's names of the commit metrics Spark's writes report (io_manager's OPERATION_METRICS)
@@ -84,6 +84,11 @@ DELTA_RS_METRICS = {
     "num_added_rows": "numOutputRows",
     "num_added_files": "numAddedFiles",
     "num_removed_files": "numRemovedFiles",
+    "num_target_rows_inserted": "numTargetRowsInserted",
+    "num_target_rows_updated": "numTargetRowsUpdated",
+    "num_target_rows_deleted": "numTargetRowsDeleted",
+    "num_target_files_added": "numTargetFilesAdded",
+    "num_target_files_removed": "numTargetFilesRemoved",
 }
 
 Properties = dict[str, Any]
@@ -228,6 +233,11 @@ def needs_encoding(schema: T.StructType) -> bool:
     )
 
 
+def stored_otherwise(schema: T.StructType) -> bool:
+    """Some column of the stored ``schema`` is not stored as it is (:func:`encode_for_delta`)."""
+    return any({STORED_TYPE, STORED_NAME} & set(f.metadata or {}) for f in schema.fields)
+
+
 def decode_from_delta(df: DataFrame) -> DataFrame:
     """The columns :func:`encode_for_delta` changed, back as they were (the frame as it is
     when it has none)."""
@@ -330,6 +340,26 @@ def _arrow_fields(schema: T.StructType) -> list[Any] | None:
         pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC"), True, f.metadata or None)
         for f in schema.fields
     ]
+
+
+def _arrow_properties_row(partition: str, text: str, schema: pa.Schema) -> pa.Table:
+    """A partition's properties row (every other column null) as delta-rs commits it."""
+    return pa.Table.from_pylist([{PARTITION_COLUMN: partition, PROPERTIES_COLUMN: text}], schema)
+
+
+def _as_partition_rows(rows: pa.Table, schema: pa.Schema, partition: str) -> pa.Table:
+    """``rows`` as data rows of ``partition`` in a table of ``schema``: its columns cast to the
+    table's types, the table's other columns null, the properties column too."""
+    count = rows.num_rows
+    arrays = [
+        pa.array([partition] * count, f.type)
+        if f.name == PARTITION_COLUMN
+        else rows.column(f.name).cast(f.type)
+        if f.name in rows.column_names
+        else pa.nulls(count, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _has_timestamp_ntz(schema: T.StructType) -> bool:
@@ -540,9 +570,10 @@ class AssetStore:
         later_columns: DataFrame | None = None,
         table_properties: Mapping[str, str] | None = None,
     ) -> Published:
-        """:meth:`write` for rows read in the driver (a small table's snapshot): ``finalize``
-        is given them as Arrow, and where delta-rs may create the table no Spark job runs at
-        all; otherwise Spark writes them from the driver's copy."""
+        """:meth:`write` for rows read in the driver (a small table's snapshot, a small
+        range): ``finalize`` is given them as Arrow, and where delta-rs may create the table or
+        replace the partition (a local table, columns it writes as Spark would) no Spark job
+        runs at all; otherwise Spark writes them from the driver's copy."""
         self.refuse_old_layout(key_path)
         collected = rows.read()
         properties = dict(finalize(collected)) if finalize is not None else {}
@@ -559,6 +590,12 @@ class AssetStore:
                 )
                 if small is not None:
                     return small
+            elif partition is not None and _arrow_fields(rows.schema) is not None:
+                replaced = self._replace_partition_in_driver(
+                    key_path, rows.schema.names, partition, properties, collected, later
+                )
+                if replaced is not None:
+                    return replaced
         df = spark.createDataFrame(collected, rows.schema)
         return self.write(
             spark,
@@ -591,7 +628,9 @@ class AssetStore:
         (:meth:`write`)."""
         uri = self.location(key_path)
         if empty and partition is not None:
-            published = self._write_properties_only(key_path, data.columns, partition, properties)
+            published = self._replace_partition_in_driver(
+                key_path, data.columns, partition, properties
+            )
             if published is not None:
                 return published
         if partition is not None:
@@ -640,17 +679,20 @@ class AssetStore:
         retry_conflicts(lambda: writer.save(uri), f"writing {uri}")
         return self.published(spark, uri, properties)
 
-    def _write_properties_only(
+    def _replace_partition_in_driver(
         self,
         key_path: Sequence[str],
         columns: Sequence[str],
         partition: str,
         properties: Properties,
+        rows: pa.Table | None = None,
+        later: T.StructType | None = None,
     ) -> Published | None:
-        """Replace ``partition`` by its properties row alone, with delta-rs; None (Spark
-        writes it) when the table is not on a local file system (delta-rs commits to object
-        stores need a locking setup of their own), does not exist yet, or lacks one of
-        ``columns`` or takes no nulls (Spark's write evolves the schema)."""
+        """Replace ``partition`` by ``rows`` (Arrow, in ``columns``; none: its properties row
+        alone) and its properties row, with delta-rs; None (Spark writes it) when the table is
+        not on a local file system (delta-rs commits to object stores need a locking setup of
+        their own), does not exist yet, or lacks one of ``columns`` or of ``later``'s or takes
+        no nulls (Spark's write evolves the schema)."""
         uri = self.location(key_path)
         if not is_local(uri):
             return None
@@ -663,21 +705,24 @@ class AssetStore:
         schema = pa.schema(table.schema().to_arrow())
         if PARTITION_COLUMN not in table.metadata().partition_columns:
             return None
-        if not set(columns) <= set(schema.names) or not all(f.nullable for f in schema):
+        wanted = {*columns, *(later.names if later is not None else ())}
+        if not wanted <= set(schema.names) or not all(f.nullable for f in schema):
             return None
         properties = {**properties, WRITE_ID: uuid.uuid4().hex, STORED_COLUMNS: list(columns)}
         text = to_json(properties)
-        row = {PARTITION_COLUMN: partition, PROPERTIES_COLUMN: text}
+        data = _arrow_properties_row(partition, text, schema)
         try:
+            if rows is not None and rows.num_rows:
+                data = pa.concat_tables([_as_partition_rows(rows, schema, partition), data])
             write_deltalake(
                 table,
-                pa.Table.from_pylist([row], schema=schema),
+                data,
                 mode="overwrite",
                 predicate=f"{PARTITION_COLUMN} = {sql_string(partition)}",
                 partition_by=[PARTITION_COLUMN],
                 commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
             )
-        except DeltaError as exc:  # a table feature delta-rs cannot write, a lost commit ...
+        except (DeltaError, pa.ArrowException) as exc:  # a feature or type it lacks, a lost commit
             log.warning("delta-rs could not write %s (%s); Spark writes it", uri, exc)
             return None
         table.update_incremental()
@@ -759,8 +804,8 @@ class AssetStore:
             fields += extra
         table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
         if partition is not None:
-            marker = {PARTITION_COLUMN: partition, PROPERTIES_COLUMN: text}
-            table = pa.concat_tables([table, pa.Table.from_pylist([marker], schema=table.schema)])
+            marker = _arrow_properties_row(partition, text, table.schema)
+            table = pa.concat_tables([table, marker])
         configuration = {k: v for k, v in table_properties.items() if k not in SET_BY_SPARK_LATER}
         try:
             write_deltalake(
@@ -826,10 +871,18 @@ class AssetStore:
         """Forget a recorded gap of ``partition`` (a no-op, and no commit, when there is none)."""
         if self.gap(key_path, partition) is None:
             return
-        spark.sql(
-            f"DELETE FROM delta.`{self.location(key_path)}` "
-            f"WHERE {PARTITION_COLUMN} = {sql_string(partition)}"
-        )
+        with without_user_metadata(spark) as session:  # not another commit's properties
+            session.sql(
+                f"DELETE FROM delta.`{self.location(key_path)}` "
+                f"WHERE {PARTITION_COLUMN} = {sql_string(partition)}"
+            )
+
+    def newest_commit(self, key_path: Sequence[str], properties: Properties) -> Published:
+        """The table's newest commit (read by delta-rs) as published with ``properties``."""
+        table = self._delta_rs(key_path)
+        if table is None:
+            raise NotPublished(f"no data has been published at {self.location(key_path)}")
+        return _newest_commit(table, self.location(key_path), properties)
 
     def unchanged(self, key_path: Sequence[str], properties: Properties) -> Published:
         """The table's current version described by ``properties``, with no commit (a mirror
@@ -905,12 +958,10 @@ class AssetStore:
         uri = self.location(key_path)
         if not (is_local(uri) or uri.startswith("s3a://")):
             return None
-        table = self._delta_rs(key_path)
-        if table is None or PARTITION_COLUMN not in table.metadata().partition_columns:
+        found = self._plain_partitioned(key_path)
+        if found is None:
             return None
-        if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
-            return None
-        schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
+        table, schema = found
         schema = T.StructType([f for f in schema.fields if f.name != PARTITION_COLUMN])
         files = table.file_uris(file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))])
         files = [hadoop_uri(f) for f in files]
@@ -920,30 +971,41 @@ class AssetStore:
             df = spark.createDataFrame([], schema)
         return _data_rows(df, _stored_columns(_properties_in(table, partitions), partitions))
 
-    def rows_in_driver(self, key_path: Sequence[str], partition: str) -> RowsInDriver | None:
-        """The data rows of ``partition`` to be read here by delta-rs (a few rows: no Spark job),
-        with the columns it was written with; None when Spark must read them (not a local
-        table, a reader feature delta-rs refuses, columns stored otherwise than they are)."""
-        import pyarrow.compute as pc
-
-        if not is_local(self.location(key_path)):
-            return None
+    def _plain_partitioned(self, key_path: Sequence[str]) -> tuple[Any, T.StructType] | None:
+        """The table (delta-rs) and its schema, when it is partitioned by partition and its
+        files read as plain Parquet (no reader feature but timestamp_ntz); None otherwise."""
         table = self._delta_rs(key_path)
         if table is None or PARTITION_COLUMN not in table.metadata().partition_columns:
             return None
         if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
             return None
-        schema = T.StructType.fromJson(json.loads(table.schema().to_json()))
-        columns = _stored_columns(_properties_in(table, [partition]), [partition])
+        return table, T.StructType.fromJson(json.loads(table.schema().to_json()))
+
+    def rows_in_driver(
+        self, key_path: Sequence[str], partitions: Sequence[str]
+    ) -> RowsInDriver | None:
+        """The data rows of ``partitions`` to be read here by delta-rs (a few rows: no Spark
+        job), with the columns they were written with; None when Spark must read them (not a
+        local table, a reader feature delta-rs refuses, columns stored otherwise than they
+        are)."""
+        import pyarrow.compute as pc
+
+        if not is_local(self.location(key_path)):
+            return None
+        found = self._plain_partitioned(key_path)
+        if found is None:
+            return None
+        table, schema = found
+        columns = _stored_columns(_properties_in(table, partitions), partitions)
         if not columns or not set(columns) <= set(schema.names):
             return None
         data = T.StructType([schema[c] for c in columns])
-        if any({STORED_TYPE, STORED_NAME} & set(f.metadata or {}) for f in data.fields):
+        if stored_otherwise(data):
             return None
 
         def read() -> pa.Table:
             dataset = table.to_pyarrow_dataset(
-                file_pruning_predicate=[(PARTITION_COLUMN, "=", partition)]
+                file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))]
             )
             return dataset.to_table(
                 columns=columns,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -60,6 +61,30 @@ def last_change_per_key(
         .where(F.col("__rank") == 1)
         .drop("__rank")
     )
+
+
+def last_change_per_key_in_driver(
+    changes: pa.Table, key_columns: Sequence[str], snapshot_lsn: bytes | None = None
+) -> pa.Table:
+    """:func:`last_change_per_key` of change rows held in the driver (Arrow): a small range's,
+    merged into a small mirror without Spark (:func:`.mirror_store.merge_keyed_in_driver`)."""
+    if not key_columns:
+        raise ValueError("last_change_per_key needs key columns; keyless tables are multisets")
+    last: dict[tuple[object, ...], int] = {}
+    order = [changes.column(c).to_pylist() for c in CHANGE_ORDER]
+    keys = [changes.column(k).to_pylist() for k in key_columns]
+    starts, operations = order[0], order[3]
+    # nulls first, as Spark's descending order puts them last
+    ranked = sorted(
+        range(changes.num_rows), key=lambda i: tuple((c[i] is not None, c[i]) for c in order)
+    )
+    for i in ranked:  # SQL Server's order: the last change of a key is its last one here
+        if operations[i] == BEFORE_IMAGE:
+            continue
+        if snapshot_lsn is not None and not starts[i] > snapshot_lsn:
+            continue
+        last[tuple(col[i] for col in keys)] = i
+    return changes.take(sorted(last.values()))
 
 
 def net_counts(changes: DataFrame, data_columns: Sequence[str]) -> DataFrame:

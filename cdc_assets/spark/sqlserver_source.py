@@ -3,7 +3,9 @@
 A Python data source (``pyspark.sql.datasource``) whose ``read`` runs in the executors' Python
 workers: each task opens its own connection (from the picklable settings), reads one piece — the
 change rows of an LSN range, or one key range of a snapshot — through :mod:`cdc_assets.sqlserver`,
-and yields Arrow record batches cast to the declared schema. Nothing funnels through the driver.
+and yields Arrow record batches cast to the declared schema. Nothing funnels through the driver,
+except a small table's snapshot (:func:`read_snapshot_in_driver`): one key range read here by the
+same reader, where a Spark task and the jobs that read its rows back cost more than its rows.
 
 Snapshots of big tables are split into key ranges (:func:`~cdc_assets.sqlserver.chunks.
 plan_key_ranges`), each read by its own task with its own snapshot. Every task ends its piece
@@ -68,12 +70,14 @@ __all__ = [
     "SNAPSHOT_COLUMNS",
     "SNAPSHOT_LSN",
     "SourceReadError",
+    "change_frame_schema",
     "drop_snapshot_columns",
     "drop_snapshot_columns_in_driver",
     "empty_change_frame",
     "load_snapshot",
     "plan_snapshot",
     "read_change_range",
+    "read_changes_in_driver",
     "read_snapshot",
     "read_snapshot_in_driver",
     "resolve_snapshot_mode",
@@ -275,6 +279,28 @@ def read_change_range(
     return _load(spark, plan)
 
 
+def change_frame_schema(instance: CaptureInstance) -> StructType:
+    """The Spark schema of :func:`read_change_range`'s frame."""
+    return _spark_schema(change_schema(instance).schema)
+
+
+def read_changes_in_driver(
+    settings: Settings,
+    instance: CaptureInstance,
+    lsn_range: LsnRange,
+    *,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> pa.Table:
+    """The change rows :func:`read_change_range` gives, read here without a Spark job (a range
+    of a few changes); a source error fails it as it fails a Spark read."""
+    plan = ReadPlan(
+        settings, instance, change_schema(instance).schema, batch_rows, lsn_range=lsn_range
+    )
+    reader = _Reader(plan, change_frame_schema(instance))
+    batches = list(reader.read(Piece(0, None)))
+    return pa.Table.from_batches(batches, schema=reader.target)
+
+
 # Empty frames by session and schema: a thousand tables' snapshot and first range ask for one
 # per table, each a ``createDataFrame`` of tens of milliseconds of driver time otherwise.
 _EMPTY_FRAMES: weakref.WeakKeyDictionary[SparkSession, dict[str, DataFrame]] = (
@@ -285,7 +311,7 @@ _EMPTY_FRAMES_LOCK = threading.Lock()
 
 def empty_change_frame(spark: SparkSession, instance: CaptureInstance) -> DataFrame:
     """No change rows, with the columns :func:`read_change_range` gives."""
-    schema = _spark_schema(change_schema(instance).schema)
+    schema = change_frame_schema(instance)
     key = schema.json()
     with _EMPTY_FRAMES_LOCK:
         found = _EMPTY_FRAMES.setdefault(spark, {}).get(key)

@@ -1,18 +1,21 @@
 """Small tables cost what their rows cost: a table of a few rows is snapshotted in the driver
-(read through the SQL Server layer, committed by delta-rs) and its mirror, with no change to
-apply, is its snapshot's rows read and written the same way, so the first sync of a source of
-many small tables runs no Spark job for them; a table whose first range has changes is merged
-by Spark as before, and every mirror equals its table."""
+(read through the SQL Server layer, committed by delta-rs), its mirror, with no change to
+apply, is its snapshot's rows read and written the same way, and a small range is merged into
+a small mirror by delta-rs, so syncing a source of many small tables runs no Spark job for them;
+above the size limit Spark merges, and every mirror equals its table."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
+from cdc_assets.dagster import mirror
+from cdc_assets.dagster.source import Table
 from cdc_assets.emulator.workload import small_tables
 from cdc_assets_tests.support.outside_spark import read_with_duckdb
 
@@ -31,7 +34,10 @@ def _engine(harness: SyncHarness, key_path: list[str]) -> str:
 
 
 def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
-    tmp_path: Path, spark: SparkSession, instance: DagsterInstance
+    tmp_path: Path,
+    spark: SparkSession,
+    instance: DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # t0003 is captured by SQL Server but not by the source: its change moves the max LSN
     harness = make_harness(
@@ -49,21 +55,36 @@ def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
     harness.write("UPDATE [dbo].[t0003] SET [qty] = 7 WHERE [id] = 1")
     assert harness.sync() == 1  # the first range: every mirror is built, from its snapshot
     assert _newest_job(spark) == before, "mirrors built from small snapshots ran Spark jobs"
-    conn = emulator.connect(str(harness.db), autocommit=True)
-    try:
-        for table in tables:
-            assert _engine(harness, list(table.mirror_key.path)).startswith("delta-rs")
-            rows = read_with_duckdb(harness.source.store.location(table.mirror_key.path), COLUMNS)
-            expected = conn.execute(f"SELECT id, name, qty FROM [dbo].[{table.name}]")
-            assert Counter(rows) == Counter(tuple(r) for r in expected), table.name
-    finally:
-        conn.close()
+    for table in tables:
+        assert _engine(harness, list(table.mirror_key.path)).startswith("delta-rs")
+        _assert_mirror_equals_its_table(harness, table)
 
-    # a change: merged into its mirror by Spark, which gets deletion vectors for it
-    changed = tables[0]
+    # a change: merged into the small mirror by delta-rs in the driver, still no Spark job
+    changed, other = tables[0], tables[1]
     harness.write(f"DELETE FROM [dbo].[{changed.name}] WHERE [id] = 2")
+    harness.write(f"UPDATE [dbo].[{changed.name}] SET [qty] = 9 WHERE [id] = 1")
+    assert harness.sync() == 1
+    assert _newest_job(spark) == before, "a small range into a small mirror ran Spark jobs"
+    commit = harness.source.store.history(list(changed.mirror_key.path), limit=1)[0]
+    assert commit["operation"] == "MERGE" and commit["engineInfo"].startswith("delta-rs")
+    _assert_mirror_equals_its_table(harness, changed)
+
+    # above the size limit Spark merges, and turns deletion vectors on for the mirror
+    monkeypatch.setattr(mirror, "DRIVER_WRITE_ROWS", 1)
+    harness.write(f"UPDATE [dbo].[{other.name}] SET [qty] = 5 WHERE [id] = 3")
     assert harness.sync() == 1
     assert _newest_job(spark) > before
-    assert "Spark" in _engine(harness, list(changed.mirror_key.path))
-    rows = read_with_duckdb(harness.source.store.location(changed.mirror_key.path), COLUMNS)
-    assert sorted(r[0] for r in rows) == [1, 3]
+    assert "Spark" in _engine(harness, list(other.mirror_key.path))
+    table = harness.source.store.delta_table(list(other.mirror_key.path))
+    assert table.metadata().configuration.get("delta.enableDeletionVectors") == "true"
+    _assert_mirror_equals_its_table(harness, other)
+
+
+def _assert_mirror_equals_its_table(harness: SyncHarness, table: Table) -> None:
+    rows = read_with_duckdb(harness.source.store.location(table.mirror_key.path), COLUMNS)
+    conn = emulator.connect(str(harness.db), autocommit=True)
+    try:
+        expected = conn.execute(f"SELECT id, name, qty FROM [dbo].[{table.name}]")
+        assert Counter(rows) == Counter(tuple(r) for r in expected), table.name
+    finally:
+        conn.close()

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import random
 import threading
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -227,8 +228,9 @@ def test_rows_read_in_the_driver_are_written_and_read_back_without_spark(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """``write_in_driver``: ``finalize`` gets the Arrow rows; a new local table of plain columns
-    is created by delta-rs as ``write`` creates it from a frame; with columns stored otherwise
-    (time, odd names), or into a table that exists, Spark writes the driver's rows.
+    is created by delta-rs as ``write`` creates it from a frame, and its partition replaced by
+    delta-rs once it exists; with columns stored otherwise (time, odd names) Spark writes the
+    driver's rows.
     ``rows_in_driver`` reads a partition back without Spark where its columns are stored as
     they are, and declines otherwise."""
     store = AssetStore(tmp_path)
@@ -252,7 +254,7 @@ def test_rows_read_in_the_driver_are_written_and_read_back_without_spark(
     assert _raw(spark, store, key) == _raw(spark, store, twin)
     assert store.properties(key, "snapshot")["n"] == 4
 
-    back = store.rows_in_driver(key, "snapshot")
+    back = store.rows_in_driver(key, ["snapshot"])
     assert back is not None
     assert [(f.name, f.dataType) for f in back.schema] == [
         (f.name, f.dataType) for f in plain.schema
@@ -261,13 +263,14 @@ def test_rows_read_in_the_driver_are_written_and_read_back_without_spark(
 
     odd = ["log", "odd"]
     store.write_in_driver(spark, RowsInDriver(rows.schema, rows.toArrow), odd, "snapshot", finalize)
-    assert store.rows_in_driver(odd, "snapshot") is None  # time as text, an escaped name
+    assert store.rows_in_driver(odd, ["snapshot"]) is None  # time as text, an escaped name
     assert sorted_rows(store.read(spark, odd, "snapshot")) == sorted_rows(rows)
 
-    # the table exists: Spark replaces the partition with the driver's rows
+    # the table exists: delta-rs replaces the partition with the driver's rows
     two = RowsInDriver(plain.schema, lambda: arrow.slice(0, 2))
     store.write_in_driver(spark, two, key, "snapshot", finalize)
-    assert "Spark" in _engine(store, key)
+    assert _engine(store, key).startswith("delta-rs")
+    assert _raw(spark, store, key) != _raw(spark, store, twin)
     assert sorted(r["id"] for r in store.read(spark, key, "snapshot").collect()) == [0, 1]
     assert store.properties(key, "snapshot")["n"] == 2
 
@@ -421,6 +424,91 @@ def test_keyed_merge_matches_the_reference_and_reads_as_of_lsn(
         .load(uri)
     )
     assert {r["_change_type"] for r in feed.collect()} >= {"delete", "insert", "update_postimage"}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
+    spark: SparkSession, tmp_path: Path, seed: int
+) -> None:
+    """A small mirror created by delta-rs takes a range's changes by a delta-rs MERGE in the
+    driver: the same rows as Spark's MERGE into a twin, its LSN in the commit (as-of reads),
+    Spark's metric names, a change feed Spark reads; a mirror with deletion vectors is
+    Spark's to merge (None, nothing committed)."""
+    rng = random.Random(seed)
+    store = AssetStore(tmp_path)
+    data = "id int, `Name` string, qty decimal(12,2)"
+    base = spark.createDataFrame([(i, f"n{i}", dt_decimal(i)) for i in range(0, 20, 2)], data)
+    rows, state = [], {i: (f"n{i}", dt_decimal(i)) for i in range(0, 20, 2)}
+    for step in range(30):
+        k = rng.randrange(24)
+        op = 1 if k in state and rng.random() < 0.3 else 4 if k in state else 2
+        value = (f"s{step}", dt_decimal(step))
+        rows.append((11 + step // 5, step, op, k, *(state.get(k, value) if op == 1 else value)))
+        if op == 1:
+            state.pop(k)
+        else:
+            state[k] = value
+    changes = change_rows(spark, rows, data)
+    keys = ["driver"], ["spark"]
+    for key in keys:
+        mirror_store.rebuild(spark, store, key, base, {"lsn": Lsn.from_int(10).hex}, 10)
+        assert _engine(store, key).startswith("delta-rs")
+    properties = {"lsn": Lsn.from_int(20).hex}
+    in_driver = RowsInDriver(changes.schema, changes.toArrow)
+    published = mirror_store.merge_keyed_in_driver(
+        store,
+        ["driver"],
+        in_driver,
+        key_columns=["id"],
+        snapshot_lsn=bytes(lsn(10)),
+        properties=properties,
+    )
+    assert published is not None and published.user_metadata == asset_store.to_json(properties)
+    twin = mirror_store.merge_keyed(
+        spark,
+        store,
+        ["spark"],
+        changes,
+        key_columns=["id"],
+        snapshot_lsn=bytes(lsn(10)),
+        properties=properties,
+    )
+    expected = sorted(((k, *v) for k, v in state.items()), key=repr)
+    for key in keys:
+        assert sorted_rows(store.read(spark, key, None)) == expected, key
+    for name in ("numTargetRowsInserted", "numTargetRowsDeleted"):
+        assert published.metrics[name] == twin.metrics[name], name
+    assert _engine(store, ["driver"]).startswith("delta-rs")
+    uri = store.location(["driver"])
+    assert "enableDeletionVectors" not in str(
+        store.delta_table(["driver"]).metadata().configuration
+    )
+    as_of = mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(15))
+    assert sorted_rows(as_of) == sorted_rows(base)
+    assert sorted_rows(mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(20))) == expected
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", published.version)
+        .load(uri)
+    )
+    assert {r["_change_type"] for r in feed.collect()} >= {"insert", "update_postimage"}
+
+    # the Spark-merged twin has deletion vectors now: delta-rs leaves it to Spark
+    again = mirror_store.merge_keyed_in_driver(
+        store,
+        ["spark"],
+        in_driver,
+        key_columns=["id"],
+        snapshot_lsn=bytes(lsn(10)),
+        properties={"lsn": Lsn.from_int(21).hex},
+    )
+    assert again is None
+    assert store.properties(["spark"], None) == properties
+
+
+def dt_decimal(n: int) -> Decimal:
+    return (Decimal(n) / 4).quantize(Decimal("0.01"))
 
 
 def test_multiset_merge_matches_the_reference(spark: SparkSession, tmp_path: Path) -> None:

@@ -6,11 +6,18 @@ import random
 from collections import Counter
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
-from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+from cdc_assets.spark.mirror_merge import (
+    last_change_per_key,
+    last_change_per_key_in_driver,
+    merge_keyed,
+    merge_multiset,
+)
 from cdc_assets_tests.support.replay import replay_keyed, replay_multiset
 
 DATA = StructType([StructField("k", IntegerType(), False), StructField("v", StringType(), True)])
@@ -84,6 +91,21 @@ def test_keyed_merge_equals_replay(spark: SparkSession, seed: int) -> None:
 
     expected = replay_keyed(snapshot.items(), as_dicts(rows), ["k", "v"], ["k"])
     assert sorted(tuple(r) for r in merged.collect()) == sorted(expected.values())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_last_change_per_key_in_the_driver_equals_spark(spark: SparkSession, seed: int) -> None:
+    """The Arrow rule a small range is merged by (delta-rs, in the driver) picks the same row
+    per key as Spark's window, above any snapshot LSN, whatever the row order."""
+    rng = random.Random(seed)
+    _, rows = random_history(rng, transactions=rng.randint(5, 40))
+    above = rng.choice([None, lsn(rng.randint(1, 5))])
+    in_spark = last_change_per_key(spark.createDataFrame(rows, CHANGES), ["k"], above)
+    arrow = pa.Table.from_pylist(as_dicts(rows), schema=to_arrow_schema(CHANGES))
+    in_driver = last_change_per_key_in_driver(arrow, ["k"], above)
+    expected = sorted(tuple(r) for r in in_spark.collect())
+    assert sorted(tuple(r.values()) for r in in_driver.to_pylist()) == expected
+    assert in_driver.schema == arrow.schema
 
 
 def test_keyed_merge_in_two_steps_equals_one_step(spark: SparkSession) -> None:
