@@ -71,7 +71,7 @@ class StoredFrame:
     empty: bool = False  # ``df`` has no rows: nothing to read (see AssetStore.write)
     later_columns: DataFrame | None = None  # the columns of the table's later partitions (idem)
     rows: int | None = None  # about how many rows ``df`` has, when known (idem)
-    # the rows read in the driver instead (``df`` None): a small table's snapshot
+    # the rows read in the driver instead (``df`` None): a small snapshot, a small range
     in_driver: RowsInDriver | None = None
 
 

@@ -14,12 +14,15 @@ this run reaches them, so earlier tables of the run are complete when it dies):
 
 - ``read``: inside the source read on the executor — the data source has fetched the first
   batch of the ``nth`` change read and not handed it on; nothing of that table is written yet.
+  A range of a few changes is read in the driver: killed once read, before it is handed on.
 - ``write``: inside the Spark job writing the ``nth`` change log's partition to Delta (the source
-  was read and the properties computed; Parquet files are being written, nothing committed).
-- ``committed``: right after the ``nth`` change log's Delta commit; Dagster has not recorded the
-  materialization.
+  was read and the properties computed; Parquet files are being written, nothing committed),
+  or, for a few rows written by delta-rs, as they are laid out for the write.
+- ``committed``: right after the ``nth`` change log's Delta commit (Spark's or delta-rs's, read
+  back as the table's newest); Dagster has not recorded the materialization.
 - ``merge``: inside the Spark job of the ``nth`` mirror's ``MERGE INTO`` (a task has started on
-  the merge's source rows); the earlier mirrors of the run are committed.
+  the merge's source rows), or for a small mirror merged by delta-rs, before its MERGE; the
+  earlier mirrors of the run are committed.
 
 ``read``, ``write`` and ``merge`` kill the run process from a Python worker of the executor: the
 worker is a separate process, so killing itself would only fail a task, not the run.
@@ -73,7 +76,7 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
 
-    from cdc_assets.spark import mirror_store, sqlserver_source
+    from cdc_assets.spark import asset_store, mirror_store, sqlserver_source
     from cdc_assets.spark.asset_store import AssetStore
 
     counts = {"cdc": 0, "mirror": 0, "read": 0}
@@ -116,6 +119,15 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
             )
 
         sqlserver_source._load = load
+        real_in_driver = sqlserver_source.read_changes_in_driver
+
+        def read_in_driver(settings, instance, lsn_range, **kwargs):  # type: ignore[no-untyped-def]
+            rows = real_in_driver(settings, instance, lsn_range, **kwargs)
+            if hit("read"):
+                kill_driver()  # read, not handed on
+            return rows
+
+        sqlserver_source.read_changes_in_driver = read_in_driver
     elif stage == "write":
         # The properties row goes into the same Spark job as the partition's rows: a killer
         # filter on it dies inside that job, after the source read and the properties.
@@ -129,6 +141,15 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
             return row
 
         AssetStore._properties_row = properties_row  # type: ignore[method-assign]
+        # a range of a few rows is written by delta-rs: killed as its rows are laid out
+        real_rows = asset_store._as_partition_rows
+
+        def partition_rows(rows, schema, partition):  # type: ignore[no-untyped-def]
+            if hit("cdc"):
+                kill_driver()
+            return real_rows(rows, schema, partition)
+
+        asset_store._as_partition_rows = partition_rows
     elif stage == "merge":
         real_merge = mirror_store._run_merge
         killer = F.udf(_kill_on_first_row, BooleanType(), useArrow=False).asNondeterministic()
@@ -139,16 +160,26 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
             return real_merge(spark, store, uri, source, statement, properties)
 
         mirror_store._run_merge = run_merge
-    elif stage == "committed":
-        real_published = AssetStore.published
+        # a small mirror is merged by delta-rs: killed once its checks passed, before it merges
+        real_last = mirror_store.last_change_per_key_in_driver
 
-        def published(self, spark, uri, properties):  # type: ignore[no-untyped-def]
-            found = real_published(self, spark, uri, properties)
+        def last_change(changes, key_columns, snapshot_lsn=None):  # type: ignore[no-untyped-def]
+            if hit("mirror"):
+                kill_driver()
+            return real_last(changes, key_columns, snapshot_lsn)
+
+        mirror_store.last_change_per_key_in_driver = last_change
+    elif stage == "committed":
+        # every commit, Spark's or delta-rs's, is read back as the newest one of its table
+        real_newest = asset_store._newest_commit
+
+        def newest_commit(table, uri, properties):  # type: ignore[no-untyped-def]
+            found = real_newest(table, uri, properties)
             if tree(uri) == "cdc" and hit("cdc"):
                 kill_driver()
             return found
 
-        AssetStore.published = published  # type: ignore[method-assign]
+        asset_store._newest_commit = newest_commit
     else:
         raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
 
