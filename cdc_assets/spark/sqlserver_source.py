@@ -4,8 +4,9 @@ A Python data source (``pyspark.sql.datasource``) whose ``read`` runs in the exe
 workers: each task opens its own connection (from the picklable settings), reads one piece — the
 change rows of an LSN range, or one key range of a snapshot — through :mod:`cdc_assets.sqlserver`,
 and yields Arrow record batches cast to the declared schema. Nothing funnels through the driver,
-except a small table's snapshot (:func:`read_snapshot_in_driver`): one key range read here by the
-same reader, where a Spark task and the jobs that read its rows back cost more than its rows.
+except a small table's snapshot and a range of a few changes (:func:`read_snapshot_in_driver`,
+:func:`read_changes_in_driver`): read here by the same reader, where a Spark task and the jobs
+that read its rows back cost more than its rows.
 
 Snapshots of big tables are split into key ranges (:func:`~cdc_assets.sqlserver.chunks.
 plan_key_ranges`), each read by its own task with its own snapshot. Every task ends its piece

@@ -258,6 +258,13 @@ def main(argv: list[str]) -> int:
     defs = build_definitions(config, [source])
     probe = Probe(work / "probes")
     probe.install()
+    # The cluster's path: every read, write and MERGE in Spark, as for tables above the size
+    # that the driver reads and delta-rs writes and merges itself (the demo's tables are small).
+    from cdc_assets.dagster import change_log_outputs, mirror
+    from cdc_assets.spark import asset_store
+
+    for module in (change_log_outputs, mirror, asset_store):
+        module.DRIVER_WRITE_ROWS = 0  # type: ignore[attr-defined]
 
     # The session the project's resource builds from the config; runs get it via getOrCreate.
     resource = (defs.resources or {})["pyspark"]
