@@ -2,9 +2,10 @@
 dynamic partitions definition — ``snapshot`` (the rows at the snapshot LSN) and ``<lo>-<hi>`` (the
 change rows with ``lo < __$start_lsn <= hi``).
 
-One multi-asset per source; a range run selects the tables that changed in the range (the sync
-sensor counts them) and records the range for the source's other tables, quiet, in its sync
-state (:mod:`.quiet_ranges`). The reads are Spark jobs whose tasks open their own connections
+One multi-asset per group of a source's tables (:mod:`.table_steps`); a range run selects the
+tables that changed in the range (the sync sensor counts them) and records the range for the
+source's other tables, quiet, in its sync state (:mod:`.quiet_ranges`; the run's first
+change-log step does it). The reads are Spark jobs whose tasks open their own connections
 on the executors (:mod:`cdc_assets.spark.sqlserver_source`), several tables at a time
 (:mod:`.table_pool`). Each output is published with properties computed
 from the written data, and two checks per table follow it:
@@ -79,13 +80,29 @@ from .quiet_ranges import quiet_tables, record_quiet
 from .source import Source, Table
 from .sync_state import SourceSync
 from .table_pool import LogLine, ThreadConnections, collect, run_tables
+from .table_steps import records_quiet_tables, step_name, table_groups
 
 KINDS = {"sqlserver", "spark", "delta"}
 
 
-def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -> AssetsDefinition:
-    """The change-log multi-asset of ``source`` (one output per captured table)."""
-    by_key = {t.change_log_key: t for t in source.tables}
+def build_change_logs(
+    source: Source, partitions: DynamicPartitionsDefinition
+) -> list[AssetsDefinition]:
+    """The change-log multi-assets of ``source``: one output per captured table, one step per
+    group of tables (:mod:`.table_steps`)."""
+    groups = table_groups(source.tables)
+    return [_change_log_step(source, partitions, groups, i) for i in range(len(groups))]
+
+
+def _change_log_step(
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    groups: list[list[Table]],
+    index: int,
+) -> AssetsDefinition:
+    """The change-log multi-asset of group ``index`` of ``source``'s tables."""
+    tables = groups[index]
+    by_key = {t.change_log_key: t for t in tables}
     outs = {
         t.change_log_key.to_python_identifier(): AssetOut(
             key=t.change_log_key,
@@ -100,18 +117,18 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
             owners=list(source.config.owners),
             tags=asset_tags(source.config, t.schema),
         )
-        for t in source.tables
+        for t in tables
     }
 
     @multi_asset(
-        name=f"{source.name}_change_logs",
+        name=step_name(f"{source.name}_change_logs", index, len(groups)),
         outs=outs,
-        check_specs=change_log_check_specs(source.tables),
+        check_specs=change_log_check_specs(tables),
         can_subset=True,
         partitions_def=partitions,
-        deps=[t.source_key for t in source.tables],
+        deps=[t.source_key for t in tables],
         internal_asset_deps={
-            t.change_log_key.to_python_identifier(): {t.source_key} for t in source.tables
+            t.change_log_key.to_python_identifier(): {t.source_key} for t in tables
         },
         required_resource_keys={"pyspark"},
     )
@@ -263,11 +280,14 @@ def build_change_logs(source: Source, partitions: DynamicPartitionsDefinition) -
             if lsn_range is None:
                 _record_snapshots(spark, source, written)
             else:
-                others = [t for t in source.tables if t not in selected]
-                assert times is not None
-                yield from _record_quiet_tables(
-                    context, spark, source, conn, catalog, others, (ranges, retired), times
-                )
+                # the assets of the whole run (its job's subset), not only this step's
+                run_keys = context.job_def.asset_layer.selected_asset_keys
+                if records_quiet_tables(groups, index, run_keys):
+                    others = [t for t in source.tables if t.change_log_key not in run_keys]
+                    assert times is not None
+                    yield from _record_quiet_tables(
+                        context, spark, source, conn, catalog, others, (ranges, retired), times
+                    )
             if failed and lsn_range is None:
                 # a snapshot run has no mirrors step to name them: it fails here
                 raise Failure(

@@ -78,7 +78,7 @@ def source_definitions(source: Source) -> Definitions:
         # queries), so every check the UI shows has a current result; reconcile (an exact
         # snapshot of the source to count its rows) runs with capture_health on the schedule
         # below. The at_chain_end check step stays in the job for "Execute checks".
-        selection=AssetSelection.assets(change_logs, mirrors) - reconcile,
+        selection=AssetSelection.assets(*change_logs, *mirrors) - reconcile,
         tags={SOURCE_TAG: source.name},
         # Both steps in one process: one Spark session per run instead of one per step (a
         # Spark start costs 10-20 s, more than a typical range takes to sync).
@@ -103,7 +103,7 @@ def source_definitions(source: Source) -> Definitions:
     )
     maintenance = build_maintenance_job(source)
     return Definitions(
-        assets=[*specs, change_logs, mirrors],
+        assets=[*specs, *change_logs, *mirrors],
         asset_checks=[mirror_checks, capture_checks],
         jobs=[job, health_job, maintenance],
         sensors=[build_sync_sensor(source, partitions, job)],

@@ -54,6 +54,7 @@ from .partitions import parse_partition
 from .source import Source, Table
 from .sync_state import SourceSync, TableSync, describes, mirror_at, now, with_mirror
 from .table_pool import LogLine, collect, run_tables
+from .table_steps import step_name, table_groups
 
 
 def mirror_state(
@@ -296,9 +297,24 @@ def _mirror_output(
     return StoredFrame(None, metadata=metadata, write=write), ""
 
 
-def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> AssetsDefinition:
-    """The mirror multi-asset of ``source`` (one output per captured table)."""
-    by_key = {t.mirror_key: t for t in source.tables}
+def build_mirrors(
+    source: Source, partitions: DynamicPartitionsDefinition
+) -> list[AssetsDefinition]:
+    """The mirror multi-assets of ``source``: one output per captured table, one step per group
+    of tables (:mod:`.table_steps`), each after its group's change logs."""
+    groups = table_groups(source.tables)
+    return [_mirror_step(source, partitions, g, i, len(groups)) for i, g in enumerate(groups)]
+
+
+def _mirror_step(
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    tables: list[Table],
+    index: int,
+    groups: int,
+) -> AssetsDefinition:
+    """The mirror multi-asset of ``tables``, group ``index`` of ``source``'s tables."""
+    by_key = {t.mirror_key: t for t in tables}
     outs = {
         t.mirror_key.to_python_identifier(): AssetOut(
             key=t.mirror_key,
@@ -319,17 +335,17 @@ def build_mirrors(source: Source, partitions: DynamicPartitionsDefinition) -> As
             tags=asset_tags(source.config, t.schema),
             freshness_policy=mirror_freshness(source.config),
         )
-        for t in source.tables
+        for t in tables
     }
 
     @multi_asset(
-        name=f"{source.name}_mirrors",
+        name=step_name(f"{source.name}_mirrors", index, groups),
         outs=outs,
         can_subset=True,
         partitions_def=partitions,
-        deps=[t.change_log_key for t in source.tables],
+        deps=[t.change_log_key for t in tables],
         internal_asset_deps={
-            t.mirror_key.to_python_identifier(): {t.change_log_key} for t in source.tables
+            t.mirror_key.to_python_identifier(): {t.change_log_key} for t in tables
         },
         required_resource_keys={"pyspark"},
     )

@@ -207,6 +207,22 @@ class SyncHarness:
         return lsn
 
 
+def assert_small_mirrors_equal(harness: SyncHarness) -> None:
+    """Every mirror of a source of ``small_tables`` equals its table, read by DuckDB."""
+    conn = emulator.connect(str(harness.db), autocommit=True)
+    try:
+        expected = {
+            t.name: multiset(conn.execute(f"SELECT id, name, qty FROM [dbo].[{t.name}]"))
+            for t in harness.source.tables
+        }
+    finally:
+        conn.close()
+    for table in harness.source.tables:
+        location = harness.source.store.location(table.mirror_key.path)
+        rows = read_with_duckdb(location, ["id", "name", "qty"])
+        assert multiset(rows) == expected[table.name], table.name
+
+
 def failure_text(result: ExecuteInProcessResult) -> str:
     events = [e for e in result.all_events if e.is_failure]
     return "; ".join(str(e.event_specific_data) for e in events)[:3000] or "run failed"

@@ -5,7 +5,6 @@ at the same LSN — read outside Spark (DuckDB), as a data platform would."""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,35 +15,12 @@ from cdc_assets import emulator
 from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.emulator.workload import small_tables
 from cdc_assets.lsn import LsnRange
-from cdc_assets_tests.support.outside_spark import read_with_duckdb
 
-from .conftest import SyncHarness, failure_text, make_harness
+from .conftest import assert_small_mirrors_equal, failure_text, make_harness
 
 TABLES = 1000
 
 pytestmark = pytest.mark.large
-
-
-def _source_rows(harness: SyncHarness) -> dict[str, Counter[tuple[object, ...]]]:
-    conn = emulator.connect(str(harness.db), autocommit=True)
-    try:
-        return {
-            t.name: Counter(
-                tuple(r) for r in conn.execute(f"SELECT id, name, qty FROM [dbo].[{t.name}]")
-            )
-            for t in harness.source.tables
-        }
-    finally:
-        conn.close()
-
-
-def _assert_every_mirror_equals_its_table(harness: SyncHarness) -> None:
-    expected = _source_rows(harness)
-    for table in harness.source.tables:
-        rows = read_with_duckdb(
-            harness.source.store.location(table.mirror_key.path), ["id", "name", "qty"]
-        )
-        assert Counter(rows) == expected[table.name], table.name
 
 
 def test_a_thousand_tables_sync_ranges_that_touch_few_of_them(
@@ -87,4 +63,4 @@ def test_a_thousand_tables_sync_ranges_that_touch_few_of_them(
         at = {state[t].mirror_at for t in tables}
         assert at == {hi}, f"mirrors at {len(at)} different LSNs"
         assert not harness.tick().run_requests  # nothing behind, nothing new
-    _assert_every_mirror_equals_its_table(harness)
+    assert_small_mirrors_equal(harness)
