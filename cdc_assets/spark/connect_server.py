@@ -34,16 +34,6 @@ from .session import remote_url, session_conf, use_this_python_for_workers
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002
 
-# The runs attached to a server share its cores. Spark schedules one application's jobs first in,
-# first out by default: a range run's 4-task job waited 10 s behind another session's 40 tasks of
-# 0.5 s on local[2] (0.9 s shared). A maintenance run VACUUMing every table held a range run back
-# for minutes that way. Fair sharing within the default pool (:file:`fair_scheduler.xml`); the
-# config's spark.conf may set others.
-SHARED_SCHEDULING = {
-    "spark.scheduler.mode": "FAIR",
-    "spark.scheduler.allocation.file": str(Path(__file__).with_name("fair_scheduler.xml")),
-}
-
 
 def spark_home() -> Path:
     """The pyspark distribution's Spark home (``bin/spark-submit`` and the jars)."""
@@ -63,7 +53,6 @@ def server_command(
     """The ``spark-submit`` command line of a Connect server on ``host:port``."""
     settings = {
         "spark.log.level": "WARN",  # not INFO lines for every client request in its log
-        **SHARED_SCHEDULING,
         **session_conf(conf, storage_path=storage_path),
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
