@@ -49,7 +49,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark.session import use_in_this_thread
 from cdc_assets.sqlserver import SourceTable, discover
 from cdc_assets.sqlserver.catalog import CaptureInstance
-from cdc_assets.sqlserver.changed_tables import changed_instances
+from cdc_assets.sqlserver.changed_tables import changed_instances, established_instances
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import SqlServerError
 
@@ -232,7 +232,12 @@ def _change_log_step(
             # One statement (per 200 instances) says which tables have changes in the range;
             # the quiet ones record it without reading the source or counting rows in Spark.
             changed = (
-                changed_instances(conn, _instance_names(catalog, selected), lsn_range)
+                changed_instances(
+                    conn,
+                    _instance_names(catalog, selected),
+                    lsn_range,
+                    among=established_instances(catalog),
+                )
                 if lsn_range is not None
                 else {}
             )

@@ -34,7 +34,11 @@ from dagster import AssetMaterialization, MetadataValue
 from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver import SourceTable, get_max_lsn
 from cdc_assets.sqlserver.catalog import CaptureInstance
-from cdc_assets.sqlserver.changed_tables import changed_instances, instance_starts
+from cdc_assets.sqlserver.changed_tables import (
+    changed_instances,
+    established_instances,
+    instance_starts,
+)
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
 from .source import Source, Table
@@ -88,7 +92,7 @@ def quiet_tables(
     if not candidates:
         return []
     names = sorted({i.name for i in candidates.values()})
-    counts = changed_instances(conn, names, lsn_range)
+    counts = changed_instances(conn, names, lsn_range, among=established_instances(catalog))
     starts = instance_starts(conn)  # after the count: cleanup removed nothing under it
     if get_max_lsn(conn) < lsn_range.hi:
         return []

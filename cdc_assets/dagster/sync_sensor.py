@@ -52,7 +52,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import committed_before, discover, get_max_lsn, plan_next_range
-from cdc_assets.sqlserver.changed_tables import changed_instances
+from cdc_assets.sqlserver.changed_tables import changed_instances, established_instances
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import SqlServerError
 
@@ -220,7 +220,8 @@ def _tables_to_run(
         else:
             counted[table] = instance
     if counted:
-        counts = changed_instances(conn, sorted({i.name for i in counted.values()}), lsn_range)
+        names = sorted({i.name for i in counted.values()})
+        counts = changed_instances(conn, names, lsn_range, among=established_instances(catalog))
         run.update(t for t, i in counted.items() if counts[i.name] > 0)
     return [t for t in tables if t in run] or tables[:1]
 

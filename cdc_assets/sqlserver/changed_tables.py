@@ -13,14 +13,21 @@ https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-cap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from cdc_assets.lsn import Lsn, LsnRange
 
+from .catalog import SourceTable
 from .dbapi import DbapiConnection, fetch_all
 from .quoting import change_table
 
-__all__ = ["CHUNK", "changed_instances", "changes_per_instance_query", "instance_starts"]
+__all__ = [
+    "CHUNK",
+    "changed_instances",
+    "changes_per_instance_query",
+    "established_instances",
+    "instance_starts",
+]
 
 CHUNK = 200
 
@@ -41,20 +48,46 @@ def changes_per_instance_query(names: Sequence[str]) -> str:
 
 
 def changed_instances(
-    conn: DbapiConnection, names: Sequence[str], lsn_range: LsnRange
+    conn: DbapiConnection,
+    names: Sequence[str],
+    lsn_range: LsnRange,
+    *,
+    among: Sequence[str] | None = None,
 ) -> dict[str, int]:
     """Change rows in ``lsn_range`` per capture instance of ``names`` (every name is in the
-    answer, 0 for an instance without changes). One statement per :data:`CHUNK` instances."""
+    answer, 0 for an instance without changes). One statement per :data:`CHUNK` instances.
+
+    ``among``: a stable list that holds ``names`` (:func:`established_instances`). The
+    statements are cut from it, not from ``names``, and only those holding a name asked for
+    are sent: whichever tables a caller asks about (the sensor all of them, a run the quiet
+    ones or the changed ones), the same texts come back, and the server compiles each once (a
+    plan over 200 change tables is costly to make: ~0.15 s each in the emulator)."""
+    wanted = set(names)
+    order = list(among) if among is not None else list(names)
+    order += sorted(wanted.difference(order))
     counts: dict[str, int] = {}
-    for start in range(0, len(names), CHUNK):
-        chunk = list(names[start : start + CHUNK])
+    for start in range(0, len(order), CHUNK):
+        chunk = order[start : start + CHUNK]
+        if wanted.isdisjoint(chunk):
+            continue
         params = [lsn_range.lo.raw, lsn_range.hi.raw] * len(chunk)
         for ordinal, n in fetch_all(conn, changes_per_instance_query(chunk), *params):
             counts[chunk[int(ordinal)]] = int(n)
     missing = [n for n in names if n not in counts]
     if missing:  # a driver that dropped rows must not make a table look quiet
         raise RuntimeError(f"no change count came back for {', '.join(missing[:5])}")
-    return counts
+    return {n: counts[n] for n in names}
+
+
+def established_instances(catalog: Mapping[tuple[str, str], SourceTable]) -> list[str]:
+    """Every established capture instance of the database (:func:`~.catalog.discover`), in
+    order: the stable list :func:`changed_instances` cuts its statements from."""
+    return sorted(
+        instance.name
+        for table in catalog.values()
+        for instance in table.instances
+        if instance.is_valid
+    )
 
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-change-tables-transact-sql

@@ -8,7 +8,8 @@ import pytest
 
 from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver import changed_tables
-from cdc_assets.sqlserver.changed_tables import changed_instances
+from cdc_assets.sqlserver.catalog import discover
+from cdc_assets.sqlserver.changed_tables import changed_instances, changes_per_instance_query
 from cdc_assets.sqlserver.lsn_queries import get_max_lsn
 
 DDL = [
@@ -62,3 +63,41 @@ def test_counts_per_instance_in_one_statement_per_chunk(
         "dbo_t0": 5,
     }
     assert len(sent) == 2
+
+
+def test_statements_are_cut_from_a_stable_list_whichever_tables_are_asked(
+    make_cdc_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sensor asks about every table, a run about the quiet ones or the changed ones: cut
+    from the database's instances, each asks with the same statement texts (compiled once by
+    the server), sends none that holds no table asked about, and counts as before."""
+    db = make_cdc_db(*DDL)
+    start = get_max_lsn(db.conn)
+    db.execute("INSERT INTO [dbo].[t1] ([id], [v]) VALUES (1, 1)")
+    db.execute("INSERT INTO [dbo].[t2] ([id], [v]) VALUES (1, 1), (2, 2)")
+    db.scan()
+    lsn_range = LsnRange(start, get_max_lsn(db.conn))
+    among = changed_tables.established_instances(discover(db.conn))
+    assert among == NAMES
+
+    sent: list[str] = []
+    original = db.conn.cursor().__class__.execute
+
+    def recording(cursor: Any, sql: str, *params: Any) -> Any:
+        sent.append(sql)
+        return original(cursor, sql, *params)
+
+    monkeypatch.setattr(db.conn.cursor().__class__, "execute", recording)
+    monkeypatch.setattr(changed_tables, "CHUNK", 2)  # statements: [t0, t1] and [t2]
+    texts: dict[tuple[str, ...], list[str]] = {}
+    for asked in (NAMES, ["dbo_t0", "dbo_t1"], ["dbo_t2"], ["dbo_t1", "dbo_t0"], ["dbo_t1"]):
+        sent.clear()
+        counts = changed_instances(db.conn, asked, lsn_range, among=among)
+        assert counts == changed_instances(db.conn, asked, lsn_range)  # the same answer
+        assert counts == {n: {"dbo_t1": 1, "dbo_t2": 2}.get(n, 0) for n in asked}
+        texts[tuple(asked)] = sent[: len(sent) // 2]  # those cut from ``among``
+    first, last = changes_per_instance_query(NAMES[:2]), changes_per_instance_query(NAMES[2:])
+    assert texts[tuple(NAMES)] == [first, last]
+    assert texts[("dbo_t0", "dbo_t1")] == texts[("dbo_t1", "dbo_t0")] == [first]
+    assert texts[("dbo_t1",)] == [first]  # asked alone, it is counted with its neighbour
+    assert texts[("dbo_t2",)] == [last]
