@@ -25,6 +25,7 @@ from cdc_assets import emulator
 from cdc_assets.config import load_config
 from cdc_assets.dagster.source import Source, load_source
 from cdc_assets.lsn import Lsn
+from cdc_assets.spark import connect_server
 from cdc_assets.sqlserver import find_max_lsn, last_transaction_lsn
 from cdc_assets_tests.support.dagster_dev import ProcessGroup, dagster_dev_command, server_answers
 from cdc_assets_tests.support.net import free_port
@@ -59,6 +60,7 @@ class Variant:
     dequeue_interval: int | None  # None: Dagster's default (5 s)
     java_options: str  # "{cds}" stands for the class-data-sharing archive
     in_process: bool = False  # no dagster dev: ticks and runs in this process, one Spark session
+    spark_connect: bool = False  # the runs attach to a Spark Connect server, as under make demo
 
     def describe(self) -> str:
         if self.in_process:
@@ -74,15 +76,21 @@ class Variant:
             else f"run queue dequeue_interval_seconds {self.dequeue_interval}"
         )
         java = self.java_options.replace("{cds}", "<archive>") or "none"
-        return (
-            f"sensor_interval_seconds {self.sensor_interval}, {queue}, driver JVM options: {java}"
+        spark = (
+            "runs attach to a Spark Connect server (spark.remote, as make demo sets it)"
+            if self.spark_connect
+            else f"a Spark driver per run, driver JVM options: {java}"
         )
+        return f"sensor_interval_seconds {self.sensor_interval}, {queue}, {spark}"
 
 
 VARIANTS = {
     "default": Variant("default", 5, None, ""),
     "tuned": Variant("tuned", 1, 1, f"{FAST_JIT} -XX:SharedArchiveFile={{cds}}"),
     "in-process": Variant("in-process", 1, None, "", in_process=True),
+    # what make demo runs: cdc_assets.yaml's sensor interval and spark.remote, scripts/demo.sh's
+    # run queue
+    "demo": Variant("demo", 2, 1, "", spark_connect=True),
 }
 
 
@@ -238,16 +246,23 @@ def mirror_lsns(source: Source) -> list[int | None]:
     return found
 
 
-def write_setup(workdir: Path, variant: Variant, cds: Path | None) -> tuple[Path, Path, Path]:
-    db = workdir / "source.db"
+def spark_event_log(workdir: Path) -> dict[str, str]:
+    """Spark's event log on, into ``workdir/spark-events`` (the breakdown reads it)."""
     events = workdir / "spark-events"
-    events.mkdir()
-    conf = {
+    events.mkdir(exist_ok=True)
+    return {
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": events.as_uri(),
         "spark.eventLog.compress": "false",
         "spark.eventLog.rolling.enabled": "false",
     }
+
+
+def write_setup(
+    workdir: Path, variant: Variant, cds: Path | None, remote: str | None = None
+) -> tuple[Path, Path, Path]:
+    db = workdir / "source.db"
+    conf = spark_event_log(workdir)
     if variant.in_process:  # its Spark logs to this process's console
         conf["spark.ui.showConsoleProgress"] = "false"
     if variant.java_options:
@@ -271,6 +286,8 @@ def write_setup(workdir: Path, variant: Variant, cds: Path | None) -> tuple[Path
         "storage": {"base_path": str(workdir / "storage")},
         "spark": {"master": "local[2]", "conf": conf},
     }
+    if remote is not None:  # the server has the event log on: the runs' jobs are its own
+        config["spark"] = {"remote": remote}
     config_path = workdir / "cdc_assets.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     home = workdir / "dagster_home"
@@ -290,9 +307,38 @@ def run_variant(
     args: argparse.Namespace, variant: Variant, workdir: Path, cds: Path | None
 ) -> dict[str, Any]:
     """Sets up, runs and stops one variant; what it measured on the way (``meta.json``)."""
-    db, config_path, home = write_setup(workdir, variant, cds)
-    env = child_env(CDC_ASSETS_CONFIG=str(config_path), DAGSTER_HOME=str(home))
     meta: dict[str, Any] = {"variant": variant.name, "setup": {}}
+    server = None
+    remote = None
+    if variant.spark_connect:  # started as make demo starts it, before dagster dev
+        began = time.monotonic()
+        spark_port = free_port()
+        server = connect_server.start(
+            port=spark_port,
+            master="local[2]",
+            conf=spark_event_log(workdir),
+            storage_path=str(workdir / "storage"),
+            log=workdir / "spark-connect.log",
+        )
+        remote = f"sc://127.0.0.1:{spark_port}"
+        meta["setup"]["Spark Connect server listens"] = time.monotonic() - began
+    try:
+        return _run_variant(args, variant, workdir, cds, remote, meta)
+    finally:
+        if server is not None:
+            connect_server.stop(server)
+
+
+def _run_variant(
+    args: argparse.Namespace,
+    variant: Variant,
+    workdir: Path,
+    cds: Path | None,
+    remote: str | None,
+    meta: dict[str, Any],
+) -> dict[str, Any]:
+    db, config_path, home = write_setup(workdir, variant, cds, remote)
+    env = child_env(CDC_ASSETS_CONFIG=str(config_path), DAGSTER_HOME=str(home))
     started = time.monotonic()
     rows = str(args.rows)
     subprocess.run(
