@@ -26,7 +26,7 @@ lint: setup
 test: lint
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-# The thousand-table sync test alone (it is part of `make test` too: ~14 min on 2 cores).
+# The thousand-table sync test alone (it is part of `make test` too: ~8 min on 2 cores).
 test-large: setup
 	$(VENV)/bin/pytest -q -m large
 
