@@ -20,6 +20,20 @@ DDL = [
 NAMES = ["dbo_t0", "dbo_t1", "dbo_t2"]
 
 
+def _statements_sent(db: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQL texts sent on ``db``'s connection from now on."""
+    sent: list[str] = []
+    cursor_class = db.conn.cursor().__class__
+    original = cursor_class.execute
+
+    def recording(cursor: Any, sql: str, *params: Any) -> Any:
+        sent.append(sql)
+        return original(cursor, sql, *params)
+
+    monkeypatch.setattr(cursor_class, "execute", recording)
+    return sent
+
+
 def test_counts_per_instance_in_one_statement_per_chunk(
     make_cdc_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -36,14 +50,7 @@ def test_counts_per_instance_in_one_statement_per_chunk(
     db.scan()
     end = get_max_lsn(db.conn)
 
-    sent: list[str] = []
-    original = db.conn.cursor().__class__.execute
-
-    def counting(cursor: Any, sql: str, *params: Any) -> Any:
-        sent.append(sql)
-        return original(cursor, sql, *params)
-
-    monkeypatch.setattr(db.conn.cursor().__class__, "execute", counting)
+    sent = _statements_sent(db, monkeypatch)
     assert changed_instances(db.conn, NAMES, LsnRange(start, middle)) == {
         "dbo_t0": 4,
         "dbo_t1": 0,
@@ -80,14 +87,7 @@ def test_statements_are_cut_from_a_stable_list_whichever_tables_are_asked(
     among = changed_tables.established_instances(discover(db.conn))
     assert among == NAMES
 
-    sent: list[str] = []
-    original = db.conn.cursor().__class__.execute
-
-    def recording(cursor: Any, sql: str, *params: Any) -> Any:
-        sent.append(sql)
-        return original(cursor, sql, *params)
-
-    monkeypatch.setattr(db.conn.cursor().__class__, "execute", recording)
+    sent = _statements_sent(db, monkeypatch)
     monkeypatch.setattr(changed_tables, "CHUNK", 2)  # statements: [t0, t1] and [t2]
     texts: dict[tuple[str, ...], list[str]] = {}
     for asked in (NAMES, ["dbo_t0", "dbo_t1"], ["dbo_t2"], ["dbo_t1", "dbo_t0"], ["dbo_t1"]):
