@@ -15,6 +15,7 @@ Dagster; the LSN the chain continues from after them is kept in the instance's k
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +69,26 @@ def recent_ranges(
         ):
             return sorted(set(found), key=lambda r: (r.lo, r.hi))
         cursor = page.cursor
+
+
+class RangeReader:
+    """:func:`recent_ranges` for many tables at once (a step's mirrors, the sensor's tables
+    behind): the keys back to the LSN asked for, read once, and again only when a table lags
+    further behind than the last read reached. Thread-safe."""
+
+    def __init__(self, instance: DagsterInstance, partitions_name: str) -> None:
+        self._instance = instance
+        self._name = partitions_name
+        self._lock = threading.Lock()
+        self.known: list[LsnRange] | None = None  # the last read, if any
+
+    def __call__(self, start: Lsn) -> list[LsnRange]:
+        with self._lock:
+            known = self.known
+            if known is None or not any(r.lo <= start for r in known):
+                known = recent_ranges(self._instance, self._name, reach=start)
+                self.known = known
+            return known
 
 
 def _retired_key(partitions_name: str) -> str:

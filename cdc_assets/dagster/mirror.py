@@ -12,7 +12,6 @@ to do, while the other mirrors apply the range; the step then fails naming the m
 """
 
 import datetime as dt
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -37,7 +36,14 @@ from cdc_assets.spark.asset_store import DRIVER_WRITE_ROWS, AssetStore, Publishe
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets.spark.session import use_in_this_thread
 
-from .chain import ChainGap, SnapshotInfo, chain_end, ranges_covering, recent_ranges
+from .chain import (
+    ChainGap,
+    RangeReader,
+    SnapshotInfo,
+    chain_end,
+    ranges_covering,
+    recent_ranges,
+)
 from .chain_end_check import as_evaluation, at_chain_end_result
 from .change_log_state import snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
@@ -357,18 +363,8 @@ def _mirror_step(
             context.log.info("mirrors move with range partitions; 'snapshot' has nothing to apply")
             return
         spark = context.resources.pyspark.spark_session
-        read: dict[str, list[LsnRange]] = {}
-        lock = threading.Lock()
-
-        def ranges(start: Lsn) -> list[LsnRange]:
-            """The range keys back to ``start`` (usually one page), read once per run unless a
-            mirror lags further behind than the first read reached."""
-            with lock:
-                known = read.get("ranges")
-                if known is None or not any(r.lo <= start for r in known):
-                    known = recent_ranges(context.instance, partitions.name, reach=start)
-                    read["ranges"] = known
-                return known
+        # the range keys back to where a mirror is (usually one page), read once per run
+        ranges = RangeReader(context.instance, partitions.name)
 
         failed: dict[str, str] = {}
         sync = SourceSync.load(source)
@@ -398,7 +394,7 @@ def _mirror_step(
         # yielded, not logged: events logged with context.log_event reach Dagster only with the
         # step's next yield, and the Failure below would drop them. The chain's end is the one
         # this run read (the newest page of keys, which any read holds), or read now.
-        end = chain_end(read.get("ranges") or recent_ranges(context.instance, partitions.name))
+        end = chain_end(ranges.known or recent_ranges(context.instance, partitions.name))
         for table in tables:
             at = (updates[table] if table in updates else sync[table]).mirror_at
             yield as_evaluation(at_chain_end_result(table, at.hex if at else None, end), None)

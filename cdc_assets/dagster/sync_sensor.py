@@ -56,7 +56,15 @@ from cdc_assets.sqlserver.changed_tables import changed_instances, established_i
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import SqlServerError
 
-from .chain import PAGE, SnapshotInfo, chain_end, range_partitions, recent_ranges, retire
+from .chain import (
+    PAGE,
+    RangeReader,
+    SnapshotInfo,
+    chain_end,
+    range_partitions,
+    recent_ranges,
+    retire,
+)
 from .health_checks import CAPTURE_HEALTH
 from .mirror import mirror_state
 from .names import (
@@ -260,9 +268,8 @@ def _to_retire(
 
 
 def _next_range_of(
-    instance: DagsterInstance,
+    ranges: RangeReader,
     source: Source,
-    partitions: DynamicPartitionsDefinition,
     table: Table,
     snap: SnapshotInfo,
     last: LsnRange,
@@ -274,7 +281,7 @@ def _next_range_of(
     at = snap.replay_from
     if state and state.get("snapshot_version") == snap.version and "lsn" in state:
         at = max(at, Lsn.parse(state["lsn"]))
-    for r in recent_ranges(instance, partitions.name, reach=at):
+    for r in ranges(at):
         if r.hi > at and r.hi >= snap.snapshot_lsn:
             return r
     return last
@@ -297,9 +304,8 @@ def _catch_up(
     else can go on: the tick waits, then runs the newest range again."""
     whole = len(behind) == sum(1 for s in snapshots.values() if s is not None)
     taken = {t: s for t, s in snapshots.items() if s is not None}
-    needs = {
-        t: _next_range_of(instance, source, partitions, t, taken[t], last, sync) for t in behind
-    }
+    ranges = RangeReader(instance, partitions.name)  # one read for every table behind
+    needs = {t: _next_range_of(ranges, source, t, taken[t], last, sync) for t in behind}
     gaps = {
         t: reason
         for t, r in needs.items()
