@@ -253,8 +253,9 @@ def _mirror_output(
                 rows = mirror_store.row_count(spark, store.location(key_path))
             return store.unchanged(key_path, {**properties, "rows": rows})
         published = None
-        if keys and before is not None and max(before, change_rows) <= DRIVER_WRITE_ROWS:
-            # a small mirror, a small range: merged in the driver by delta-rs, no Spark job
+        if keys and change_rows <= DRIVER_WRITE_ROWS:
+            # a small range: merged in the driver (delta-rs, or deletion vectors written there
+            # for a large mirror), no Spark job
             found = store.rows_in_driver(path, applied)
             if found is not None:
                 published = mirror_store.merge_keyed_in_driver(
@@ -264,6 +265,7 @@ def _mirror_output(
                     key_columns=keys,
                     snapshot_lsn=start.raw,
                     properties=properties,
+                    mirror_rows=before,
                 )
         if published is None and keys:
             published = mirror_store.merge_keyed(

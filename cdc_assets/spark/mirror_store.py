@@ -3,9 +3,10 @@
 A mirror is one Delta table with deletion vectors (a MERGE marks the rows it removes instead of
 rewriting their files, so bytes written grow with the changes, not the table; a mirror created
 small, by delta-rs, gets them at its first Spark MERGE) and Change Data Feed (downstream assets
-can read only what changed: ``readChangeFeed``). A small mirror taking a small range is merged
-by delta-rs in the driver instead (:func:`merge_keyed_in_driver`), without deletion vectors:
-rewriting its few files costs less than Spark's jobs. Each commit's
+can read only what changed: ``readChangeFeed``). A small range is merged in the driver instead
+(:func:`merge_keyed_in_driver`): into a small mirror by delta-rs, without deletion vectors
+(rewriting its few files costs less than Spark's jobs), into a large one with deletion vectors
+written in the driver (:mod:`.merge_with_deletion_vectors`). Each commit's
 ``userMetadata`` holds the mirror's properties, among them the LSN it reached, so the data and
 its LSN are one commit; the table's history maps each LSN the mirror reached to a Delta version,
 which :func:`read_mirror_as_of` uses.
@@ -37,7 +38,9 @@ from pyspark.sql import types as T
 
 from cdc_assets.lsn import Lsn
 
+from . import merge_with_deletion_vectors
 from .asset_store import (
+    DRIVER_WRITE_ROWS,
     PLAIN_PARQUET_READER_FEATURES,
     AssetStore,
     NotPublished,
@@ -268,14 +271,17 @@ def merge_keyed_in_driver(
     key_columns: Sequence[str],
     snapshot_lsn: bytes | None,
     properties: Mapping[str, Any],
+    mirror_rows: int | None,
 ) -> Published | None:
-    """:func:`merge_keyed` by delta-rs in the driver, for a small mirror and a small range (the
-    caller's judgement): the same MERGE, committed with the same userMetadata and with Change
-    Data Feed, in tens of milliseconds where Spark's MERGE costs seconds of jobs. Such a mirror
-    has no deletion vectors (delta-rs writes none; it rewrites the few files a change touches).
-    None, and nothing committed, where Spark must merge: a mirror on another file system, with
-    deletion vectors (turned on by a Spark MERGE once it grew), with columns stored otherwise
-    than they are, or a commit that lost to a concurrent one."""
+    """:func:`merge_keyed` in the driver, for a small range (the caller's judgement): the same
+    MERGE, committed with the same userMetadata and with Change Data Feed, in tens of
+    milliseconds where Spark's MERGE costs seconds of jobs. A mirror with deletion vectors (turned
+    on by a Spark MERGE once it grew) gets them from :mod:`.merge_with_deletion_vectors`; a small
+    one (``mirror_rows``, known, at most :data:`.asset_store.DRIVER_WRITE_ROWS`) without them is
+    merged by delta-rs, which writes none and rewrites the few files a change touches. None, and
+    nothing committed, where Spark must merge: a mirror on another file system, a large one
+    without deletion vectors, with columns stored otherwise than they are, or a commit that lost
+    to a concurrent one."""
     from deltalake import CommitProperties
     from deltalake.exceptions import DeltaError
 
@@ -285,6 +291,15 @@ def merge_keyed_in_driver(
         return None
     configuration = table.metadata().configuration
     if configuration.get("delta.enableDeletionVectors") == "true":
+        return merge_with_deletion_vectors.merge_keyed(
+            store,
+            key_path,
+            changes,
+            key_columns=key_columns,
+            snapshot_lsn=snapshot_lsn,
+            properties=properties,
+        )
+    if mirror_rows is None or mirror_rows > DRIVER_WRITE_ROWS:
         return None
     if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
         return None

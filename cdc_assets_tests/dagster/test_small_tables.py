@@ -2,7 +2,9 @@
 (read through the SQL Server layer, committed by delta-rs), its mirror, with no change to
 apply, is its snapshot's rows read and written the same way, and a small range is merged into
 a small mirror by delta-rs, so syncing a source of many small tables runs no Spark job for them;
-above the size limit Spark merges, and every mirror equals its table."""
+above the size limit Spark merges (and turns deletion vectors on), a small range into such a
+mirror again runs no Spark job (its deletion vectors written in the driver), and every mirror
+equals its table."""
 
 from __future__ import annotations
 
@@ -70,6 +72,7 @@ def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
     _assert_mirror_equals_its_table(harness, changed)
 
     # above the size limit Spark merges, and turns deletion vectors on for the mirror
+    limit = mirror.DRIVER_WRITE_ROWS
     monkeypatch.setattr(mirror, "DRIVER_WRITE_ROWS", 1)
     harness.write(f"UPDATE [dbo].[{other.name}] SET [qty] = 5 WHERE [id] = 3")
     assert harness.sync() == 1
@@ -77,6 +80,18 @@ def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
     assert "Spark" in _engine(harness, list(other.mirror_key.path))
     table = harness.source.store.delta_table(list(other.mirror_key.path))
     assert table.metadata().configuration.get("delta.enableDeletionVectors") == "true"
+    _assert_mirror_equals_its_table(harness, other)
+
+    # a small range into a mirror with deletion vectors: they are written in the driver
+    monkeypatch.setattr(mirror, "DRIVER_WRITE_ROWS", limit)
+    harness.write(f"UPDATE [dbo].[{other.name}] SET [qty] = 6 WHERE [id] = 3")
+    harness.write(f"DELETE FROM [dbo].[{other.name}] WHERE [id] = 1")
+    harness.write(f"INSERT INTO [dbo].[{other.name}] ([id], [name], [qty]) VALUES (40, 'x', 1)")
+    before = _newest_job(spark)
+    assert harness.sync() == 1
+    assert _newest_job(spark) == before, "a small range into a mirror with deletion vectors"
+    commit = harness.source.store.history(list(other.mirror_key.path), limit=1)[0]
+    assert commit["operation"] == "MERGE" and commit["engineInfo"].startswith("cdc_assets")
     _assert_mirror_equals_its_table(harness, other)
 
 

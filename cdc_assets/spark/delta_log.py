@@ -1,0 +1,131 @@
+"""A local Delta table's log read and written without Spark or delta-rs: the files that make its
+current version, with their deletion vectors, and a new commit put next to them.
+
+delta-rs 1.6 opens a table with deletion vectors but neither says which file has which vector
+nor writes to it, so :mod:`.merge_with_deletion_vectors` reads the log itself: the newest
+checkpoint named by ``_last_checkpoint`` (one Parquet file; a multi-part or V2 checkpoint is not
+read here, the caller leaves such a table to Spark), then each commit after it, in order, until
+the first version that does not exist. A file action's key is its path and its deletion vector's
+id (the protocol's primary key): a MERGE that adds a vector to a file removes the file with its
+old vector and adds it again with the new one in the same commit.
+
+A commit is written as a hidden temporary file, then linked to ``<version>.json``: the link
+fails when the version exists, so of two writers of the same version exactly one wins, and a
+reader never sees half a commit (the local file system's put-if-absent, as Delta's own log store
+for local paths provides it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from . import deletion_vectors
+
+FileKey = tuple[str, str | None]
+
+
+@dataclass
+class TableLog:
+    """A table's state at ``version``: its protocol, metadata and live data files."""
+
+    version: int
+    protocol: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    files: dict[FileKey, dict[str, Any]] = field(default_factory=dict)
+
+    def apply(self, action: Mapping[str, Any]) -> None:
+        if action.get("add"):
+            add = action["add"]
+            self.files[(add["path"], deletion_vectors.unique_id(add.get("deletionVector")))] = add
+        elif action.get("remove"):
+            remove = action["remove"]
+            key = (remove["path"], deletion_vectors.unique_id(remove.get("deletionVector")))
+            self.files.pop(key, None)
+        elif action.get("metaData"):
+            self.metadata = action["metaData"]
+        elif action.get("protocol"):
+            self.protocol = action["protocol"]
+
+
+def log_folder(table: Path) -> Path:
+    return table / "_delta_log"
+
+
+def commit_file(table: Path, version: int) -> Path:
+    return log_folder(table) / f"{version:020d}.json"
+
+
+def read(table: Path) -> TableLog | None:
+    """The table's current state, None when this module cannot read its log (a multi-part or V2
+    checkpoint, a log that does not start where it should)."""
+    start = _checkpoint(table)
+    if start is None:
+        return None
+    state = start
+    version = state.version + 1
+    while True:
+        try:
+            text = commit_file(table, version).read_text()
+        except FileNotFoundError:
+            break
+        for line in text.splitlines():
+            if line.strip():
+                state.apply(json.loads(line))
+        state.version = version
+        version += 1
+    return state if state.version >= 0 and state.protocol and state.metadata else None
+
+
+def _checkpoint(table: Path) -> TableLog | None:
+    """The state at the checkpoint ``_last_checkpoint`` names (version -1, empty, without one)."""
+    try:
+        pointer = json.loads((log_folder(table) / "_last_checkpoint").read_text())
+    except FileNotFoundError:
+        return TableLog(-1) if commit_file(table, 0).exists() else None
+    if pointer.get("parts") or pointer.get("v2Checkpoint"):
+        return None
+    version = int(pointer["version"])
+    path = log_folder(table) / f"{version:020d}.checkpoint.parquet"
+    if not path.exists():
+        return None
+    state = TableLog(version)
+    wanted = [c for c in ("protocol", "metaData", "add") if c in pq.read_schema(path).names]
+    for row in pq.read_table(path, columns=wanted).to_pylist():
+        state.apply({k: _plain(v) for k, v in row.items() if v is not None})
+    return state
+
+
+def _plain(value: Any) -> Any:
+    """A checkpoint's struct as the JSON log has it: maps (lists of pairs in Arrow) as dicts,
+    null fields left out."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return dict(value)
+    return value
+
+
+def commit(table: Path, version: int, actions: Sequence[Mapping[str, Any]]) -> bool:
+    """Write ``actions`` as the table's ``version``; False (nothing written) when that version
+    exists already: another writer committed first."""
+    folder = log_folder(table)
+    temporary = folder / f".{version:020d}.json.{uuid.uuid4().hex}.tmp"
+    with open(temporary, "x") as f:
+        f.write("\n".join(json.dumps(a, separators=(",", ":")) for a in actions))
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(temporary, commit_file(table, version))
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        temporary.unlink(missing_ok=True)

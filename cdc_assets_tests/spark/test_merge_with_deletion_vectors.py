@@ -1,0 +1,234 @@
+"""A small range merged into a mirror with deletion vectors, in the driver: the vectors are the
+bytes Spark writes, the mirror after random ranges equals Spark's MERGE of the same ranges into
+a twin (rows, change feed, DuckDB's reading), only files whose key statistics can hold a changed
+key are read, and a commit that loses to another writer commits nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyroaring import BitMap64
+from pyspark.sql import SparkSession
+
+from cdc_assets.lsn import Lsn
+from cdc_assets.spark import deletion_vectors, delta_log, mirror_store
+from cdc_assets.spark import merge_with_deletion_vectors as driver_merge
+from cdc_assets.spark.asset_store import AssetStore, RowsInDriver, local_path
+from cdc_assets_tests.spark.change_rows import change_rows, lsn, sorted_rows
+from cdc_assets_tests.support.outside_spark import read_with_duckdb
+
+DATA = "k int, c string, v string, n bigint, d date"
+COLUMNS = ["k", "c", "v", "n", "d"]
+KEYS = ["k", "c"]
+
+
+def _value(rng: random.Random, step: int) -> tuple:
+    v = None if rng.random() < 0.2 else f"v{step} – {rng.randrange(1000)}"
+    return v, rng.randrange(-(2**40), 2**40), dt.date(2024, 1, 1) + dt.timedelta(days=step)
+
+
+def _table(spark: SparkSession, store: AssetStore, key: list[str], state: dict) -> None:
+    """A mirror as Spark writes a large one: four files, each a range of ``k``, deletion
+    vectors and Change Data Feed on (versions 0 and 1)."""
+    uri = store.location(key)
+    settings = ", ".join(f"'{k}' = '{v}'" for k, v in mirror_store.MIRROR_TABLE_PROPERTIES.items())
+    spark.sql(f"CREATE TABLE delta.`{uri}` ({DATA}) USING delta TBLPROPERTIES ({settings})")
+    rows = [(*k, *v) for k, v in state.items()]
+    frame = spark.createDataFrame(rows, DATA).repartitionByRange(4, "k")
+    frame.write.format("delta").mode("append").save(uri)
+
+
+def _random_range(
+    rng: random.Random, state: dict, first_lsn: int, size: int
+) -> tuple[list[tuple], dict]:
+    """Change rows of ``size`` changes (several per key at times, before images included),
+    and the state after them."""
+    rows, after = [], dict(state)
+    for step in range(size):
+        start = first_lsn + step // 3
+        key = (rng.randrange(60), rng.choice(["a", "b", "ä"]))
+        if key in after and rng.random() < 0.3:
+            rows.append((start, 2 * step, 1, *key, *after.pop(key)))
+        elif key in after:
+            new = _value(rng, first_lsn + step)
+            rows.append((start, 2 * step, 3, *key, *after[key]))
+            rows.append((start, 2 * step + 1, 4, *key, *new))
+            after[key] = new
+        else:
+            after[key] = _value(rng, first_lsn + step)
+            rows.append((start, 2 * step, 2, *key, *after[key]))
+    return rows, after
+
+
+def _merge(store: AssetStore, spark: SparkSession, key: list[str], changes, version: int) -> str:
+    """The mirror step's way: in the driver, or Spark's MERGE when that declines; who merged."""
+    properties = {"lsn": Lsn.from_int(version).hex}
+    arrow = changes.toArrow()
+    done = driver_merge.merge_keyed(
+        store,
+        key,
+        RowsInDriver(changes.schema, lambda: arrow),
+        key_columns=KEYS,
+        snapshot_lsn=None,
+        properties=properties,
+    )
+    if done is not None:
+        assert store.properties(key, None) == properties
+        return "driver"
+    mirror_store.merge_keyed(
+        spark, store, key, changes, key_columns=KEYS, snapshot_lsn=None, properties=properties
+    )
+    return "spark"
+
+
+def _feed(spark: SparkSession, store: AssetStore, key: list[str], version: int) -> Counter:
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", version)
+        .option("endingVersion", version)
+        .load(store.location(key))
+    )
+    return Counter(tuple(r) for r in feed.select(*COLUMNS, "_change_type").collect())
+
+
+@pytest.mark.parametrize("seed", [3])
+def test_random_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    store = AssetStore(tmp_path)
+    state = {(k, c): _value(rng, 0) for k in range(0, 60, 2) for c in ("a", "b")}
+    driver, twin = ["driver"], ["spark"]
+    for key in (driver, twin):
+        _table(spark, store, key, state)
+    who = []
+    for round_ in range(12):
+        rows, state = _random_range(rng, state, 100 * (round_ + 1), rng.randint(1, 25))
+        changes = change_rows(spark, rows, DATA)
+        who.append(_merge(store, spark, driver, changes, 100 * (round_ + 1)))
+        mirror_store.merge_keyed(
+            spark,
+            store,
+            twin,
+            changes,
+            key_columns=KEYS,
+            snapshot_lsn=None,
+            properties={"lsn": Lsn.from_int(100 * (round_ + 1)).hex},
+        )
+        expected = sorted(((*k, *v) for k, v in state.items()), key=repr)
+        assert sorted_rows(store.read(spark, driver, None)) == expected, round_
+        assert sorted_rows(store.read(spark, twin, None)) == expected, round_
+        version = store.delta_table(driver).version()
+        assert _feed(spark, store, driver, version) == _feed(spark, store, twin, version)
+    # every tenth version is Spark's, which writes the checkpoint the next rounds read from
+    assert who.count("spark") == 1 and who[8] == "spark", who
+    assert (local_path(store.location(driver)) / "_delta_log" / "_last_checkpoint").exists()
+    expected = Counter((*k, *v) for k, v in state.items())
+    assert Counter(read_with_duckdb(store.location(driver), COLUMNS)) == expected
+    as_of = mirror_store.read_mirror_as_of(spark, store.location(driver), Lsn.from_int(350))
+    assert sorted_rows(as_of) == sorted_rows(
+        spark.read.format("delta").option("versionAsOf", 4).load(store.location(twin))
+    )
+
+
+def test_deletion_vectors_are_the_bytes_spark_writes(spark: SparkSession, tmp_path: Path) -> None:
+    store = AssetStore(tmp_path)
+    state = {(k, "a"): (f"v{k}", k, dt.date(2024, 1, 1)) for k in range(200)}
+    _table(spark, store, ["t"], state)
+    rows = [(20, i, 1, k, "a", *state[(k, "a")]) for i, k in enumerate((3, 4, 70, 199))]
+    mirror_store.merge_keyed(
+        spark,
+        store,
+        ["t"],
+        change_rows(spark, rows, DATA),
+        key_columns=KEYS,
+        snapshot_lsn=None,
+        properties={"lsn": Lsn.from_int(20).hex},
+    )
+    table = local_path(store.location(["t"]))
+    log = delta_log.read(table)
+    assert log is not None
+    vectors = [add["deletionVector"] for add in log.files.values() if add.get("deletionVector")]
+    assert sum(v["cardinality"] for v in vectors) == 4
+    for descriptor in vectors:
+        rows_deleted = deletion_vectors.read(table, descriptor)
+        assert len(rows_deleted) == descriptor["cardinality"]
+        stored = deletion_vectors.vector_file(table, descriptor["pathOrInlineDv"]).read_bytes()
+        start = descriptor["offset"] + 4
+        assert (
+            deletion_vectors.serialize(rows_deleted)
+            == stored[start : start + descriptor["sizeInBytes"]]
+        )
+        written = deletion_vectors.write(table, [rows_deleted])[0]
+        assert deletion_vectors.read(table, written) == rows_deleted
+    inline = deletion_vectors.serialize(BitMap64([0, 5, 2**33]))
+    padded = inline + b"\0" * (-len(inline) % 4)
+    descriptor = {
+        "storageType": "i",
+        "pathOrInlineDv": deletion_vectors.z85_encode(padded),
+        "sizeInBytes": len(inline),
+        "cardinality": 3,
+    }
+    assert list(deletion_vectors.read(table, descriptor)) == [0, 5, 2**33]
+
+
+def test_only_files_that_can_hold_a_changed_key_are_read(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = AssetStore(tmp_path)
+    state = {(k, "a"): (f"v{k}", k, dt.date(2024, 1, 1)) for k in range(400)}
+    _table(spark, store, ["t"], state)
+    read: list[Path] = []
+    positions = driver_merge._positions
+
+    def counted(path, *args):  # type: ignore[no-untyped-def]
+        read.append(path)
+        return positions(path, *args)
+
+    monkeypatch.setattr(driver_merge, "_positions", counted)
+    rows = [(20, 0, 3, 5, "a", *state[(5, "a")]), (20, 1, 4, 5, "a", "new", 5, dt.date(2025, 1, 1))]
+    assert _merge(store, spark, ["t"], change_rows(spark, rows, DATA), 20) == "driver"
+    assert len(read) == 1  # of four files
+    state[(5, "a")] = ("new", 5, dt.date(2025, 1, 1))
+    # a key beyond every file's range: an insert, no file read
+    read.clear()
+    rows = [(30, 0, 2, 1000, "b", "far", 1, dt.date(2025, 1, 2))]
+    assert _merge(store, spark, ["t"], change_rows(spark, rows, DATA), 30) == "driver"
+    assert read == []
+    state[(1000, "b")] = ("far", 1, dt.date(2025, 1, 2))
+    expected = sorted(((*k, *v) for k, v in state.items()), key=repr)
+    assert sorted_rows(store.read(spark, ["t"], None)) == expected
+
+
+def test_a_commit_lost_to_another_writer_commits_nothing(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = AssetStore(tmp_path)
+    state = {(k, "a"): (f"v{k}", k, dt.date(2024, 1, 1)) for k in range(10)}
+    _table(spark, store, ["t"], state)
+    uri = store.location(["t"])
+    real_read = delta_log.read
+
+    def read_then_another_commit(table: Path):  # type: ignore[no-untyped-def]
+        found = real_read(table)
+        spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('cdc_test.other' = 'x')")
+        return found
+
+    monkeypatch.setattr(driver_merge.delta_log, "read", read_then_another_commit)
+    rows = [(20, 0, 1, 3, "a", *state[(3, "a")])]
+    changes = change_rows(spark, rows, DATA).toArrow()
+    done = driver_merge.merge_keyed(
+        store,
+        ["t"],
+        RowsInDriver(change_rows(spark, rows, DATA).schema, lambda: changes),
+        key_columns=KEYS,
+        snapshot_lsn=bytes(lsn(10)),
+        properties={"lsn": Lsn.from_int(20).hex},
+    )
+    assert done is None
+    assert store.history(["t"], limit=1)[0]["operation"] != "MERGE"  # the other writer
+    expected = sorted(((*k, *v) for k, v in state.items()), key=repr)
+    assert sorted_rows(store.read(spark, ["t"], None)) == expected
