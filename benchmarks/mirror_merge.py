@@ -6,11 +6,14 @@ vectors and Change Data Feed on, as the mirrors have) and new ranges of ``--chan
 (60 % update before/after images, 25 % inserts of new keys, 15 % deletes, keys spread over the
 table). For each (table, range) it times
 
-- merge: ``mirror_store.merge_keyed`` — the range's last change per key merged into the table,
-  committed with its properties — and the bytes it wrote (Delta's operation metrics). The mirror
-  is written as a snapshot's rebuild writes it (clustered by key in files of
-  ``key_clustering.ROWS_PER_FILE`` rows) and the MERGE gets the key condition that lets Delta
-  skip the files no change touches;
+- merge: the range's last change per key merged into the table as the mirror asset merges it,
+  committed with its properties, and the bytes it wrote (Delta's operation metrics): a range of
+  at most ``DRIVER_MERGE_ROWS`` rows in the driver (deletion vectors written there,
+  ``merge_with_deletion_vectors``; the mean of ten ranges, one of which Spark merges because its
+  version is a checkpoint's), a bigger one by Spark's ``MERGE INTO`` (``mirror_store.merge_keyed``)
+  with the key condition that lets Delta skip the files no change touches. The mirror is written
+  as a snapshot's rebuild writes it (clustered by key in files of
+  ``key_clustering.ROWS_PER_FILE`` rows);
 - rewrite: ``mirror_merge.merge_keyed`` (current table ∪ changes, the last change per key wins)
   written whole as a new Delta version, and its bytes.
 
@@ -29,6 +32,7 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +41,8 @@ from _common import machine_line
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.spark import mirror_store
-from cdc_assets.spark.asset_store import AssetStore
+from cdc_assets.spark.asset_store import AssetStore, RowsInDriver
+from cdc_assets.spark.merge_with_deletion_vectors import DRIVER_MERGE_ROWS
 from cdc_assets.spark.mirror_merge import merge_keyed
 
 LSN_WIDTH = 20  # hex digits of a binary(10) LSN
@@ -125,24 +130,43 @@ def make_mirror(spark: SparkSession, store: AssetStore, key: list[str], rows: in
 
 def timed_merge(
     spark: SparkSession, store: AssetStore, key: list[str], changes: DataFrame, table_rows: int
-) -> tuple[float, int]:
-    """MERGE of the changes (with the key condition a mirror of ``table_rows`` gets): seconds
-    and bytes written (files and deletion vectors)."""
+) -> tuple[float, int, str]:
+    """The changes merged as the mirror asset merges them: a range of at most
+    ``DRIVER_MERGE_ROWS`` rows in the driver (its rows taken as Arrow, counted here), else, or
+    where the driver declines (every tenth version, which Spark checkpoints), Spark's MERGE with
+    the key condition a mirror of ``table_rows`` gets. Seconds, bytes written (files and
+    deletion vectors) and which of the two merged."""
+    properties = {"lsn": "0x" + "f" * 20}
     started = time.perf_counter()
-    published = mirror_store.merge_keyed(
-        spark,
-        store,
-        key,
-        changes,
-        key_columns=["id"],
-        snapshot_lsn=None,
-        properties={"lsn": "0x" + "f" * 20},
-        target_rows=table_rows,
-    )
+    published = None
+    if changes.count() <= DRIVER_MERGE_ROWS:
+        rows = changes.toArrow()
+        published = mirror_store.merge_keyed_in_driver(
+            store,
+            key,
+            RowsInDriver(changes.schema, lambda: rows),
+            key_columns=["id"],
+            snapshot_lsn=None,
+            properties=properties,
+            mirror_rows=table_rows,
+            change_rows=rows.num_rows,
+        )
+    how = "driver" if published is not None else "spark"
+    if published is None:
+        published = mirror_store.merge_keyed(
+            spark,
+            store,
+            key,
+            changes,
+            key_columns=["id"],
+            snapshot_lsn=None,
+            properties=properties,
+            target_rows=table_rows,
+        )
     seconds = time.perf_counter() - started
     metrics = published.metrics
     written = metrics.get("numTargetBytesAdded", 0) + _dv_bytes(spark, published)
-    return seconds, written
+    return seconds, written, how
 
 
 def _dv_bytes(spark: SparkSession, published: Any) -> int:
@@ -190,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         store = AssetStore(Path(directory))
         print(
             f"{'table rows':>11}  {'changes':>8}  {'merge s':>8}  {'merge bytes':>12}  "
-            f"{'rewrite s':>9}  {'rewrite bytes':>13}  {'merge/rewrite':>13}"
+            f"{'rewrite s':>9}  {'rewrite bytes':>13}  {'merge/rewrite':>13}  merged by"
         )
         for table_rows in table_sizes:
             key = ["mirror", f"t{table_rows}"]
@@ -200,13 +224,25 @@ def main(argv: list[str] | None = None) -> int:
             # warm-up: the first merge of a table pays for code generation and its log's state
             timed_merge(spark, store, key, changes_frame(spark, 10, table_rows, 1), table_rows)
             for n in sizes:
-                changes = changes_frame(spark, n, table_rows, 10_000_000 + n).localCheckpoint()
-                merge_s, merge_b = timed_merge(spark, store, key, changes, table_rows)
+                # a range small enough for the driver is merged ten times (ten versions: one of
+                # them Spark's, which checkpoints): the mean is what a range costs over time
+                repeats = 10 if n <= 1000 else 3 if n <= DRIVER_MERGE_ROWS else 1
+                runs = []
+                for r in range(repeats):
+                    first = 10_000_000 + n + r * 100_000
+                    changes = changes_frame(spark, n, table_rows, first).localCheckpoint()
+                    runs.append(timed_merge(spark, store, key, changes, table_rows))
+                merge_s = sum(r[0] for r in runs) / len(runs)
+                merge_b = sum(r[1] for r in runs) // len(runs)
                 rewrite_s, rewrite_b = timed_rewrite(spark, store, key, changes)
                 results[(table_rows, n)] = (merge_s, merge_b, rewrite_s, rewrite_b)
+                hows = ", ".join(f"{k} {v}" for k, v in sorted(Counter(r[2] for r in runs).items()))
+                spread = [r[0] for r in runs]
+                if len(spread) > 1:
+                    hows += f" (min {min(spread):.2f} s, max {max(spread):.2f} s)"
                 print(
                     f"{table_rows:>11,}  {n:>8,}  {merge_s:8.2f}  {merge_b:>12,}  "
-                    f"{rewrite_s:9.2f}  {rewrite_b:>13,}  {merge_s / rewrite_s:13.3f}"
+                    f"{rewrite_s:9.2f}  {rewrite_b:>13,}  {merge_s / rewrite_s:13.3f}  {hows}"
                 )
     for (rows, n), target, kind in (
         ((10_000_000, 10), 1 / 20, "10 changes into 10M rows: merge/rewrite <= 0.05 (>= 20x)"),

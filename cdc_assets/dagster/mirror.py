@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import mirror_store, sqlserver_source
 from cdc_assets.spark.asset_store import DRIVER_WRITE_ROWS, AssetStore, Published, RowsInDriver
+from cdc_assets.spark.merge_with_deletion_vectors import DRIVER_MERGE_ROWS
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets.spark.session import use_in_this_thread
 
@@ -253,7 +254,7 @@ def _mirror_output(
                 rows = mirror_store.row_count(spark, store.location(key_path))
             return store.unchanged(key_path, {**properties, "rows": rows})
         published = None
-        if keys and change_rows <= DRIVER_WRITE_ROWS:
+        if keys and change_rows <= DRIVER_MERGE_ROWS:
             # a small range: merged in the driver (delta-rs, or deletion vectors written there
             # for a large mirror), no Spark job
             found = store.rows_in_driver(path, applied)
@@ -266,6 +267,7 @@ def _mirror_output(
                     snapshot_lsn=start.raw,
                     properties=properties,
                     mirror_rows=before,
+                    change_rows=change_rows,
                 )
         if published is None and keys:
             published = mirror_store.merge_keyed(

@@ -5,8 +5,9 @@ Spark's MERGE of ten changes into a mirror of ten million rows writes a few kilo
 about twenty Spark jobs and their query planning: seconds, whatever the table's size, which is
 what keeps a mirror's freshness and a range's cost from following its changes. delta-rs merges
 in milliseconds but writes no deletion vectors, and a large mirror has them (Spark's MERGE turned
-them on). So for a range of at most :data:`.asset_store.DRIVER_WRITE_ROWS` change rows into a
-mirror on a local file system, this module makes the commit itself, as the Delta protocol says:
+them on). So for a small range into a
+mirror on a local file system (:data:`DRIVER_MERGE_ROWS` change rows, keys in files of at most
+:data:`DRIVER_SCAN_ROWS` rows), this module makes the commit itself, as the Delta protocol says:
 
 1. the table's log is read (:mod:`.delta_log`): its live files, their statistics and vectors;
 2. the range's last change per key is computed in Arrow (the same rule as Spark's path);
@@ -77,6 +78,12 @@ WRITER_FEATURES = frozenset(
 UNUSED_FEATURE_MARKS = ("delta.invariants", "delta.generationExpression", "delta.identity")
 READER_FEATURES = frozenset({"deletionVectors", "timestampNtz"})
 CHECKPOINT_INTERVAL = 10  # Delta's default delta.checkpointInterval
+# A range of at most this many change rows is merged here (held in the driver as Arrow) ...
+DRIVER_MERGE_ROWS = 100_000
+# ... when the files that may hold its keys have at most this many rows: the files a change
+# touches are read whole (its old row is the change feed's preimage), so a range spread over a
+# huge table goes to Spark, whose executors read them in parallel.
+DRIVER_SCAN_ROWS = 2_000_000
 STRING_STATS_PREFIX = 32  # Spark's statistics keep 32 characters of a string
 CHANGE_TYPE = "_change_type"
 ROW = "__cdc_row"
@@ -124,7 +131,10 @@ def merge_keyed(
     touched: list[tuple[dict[str, Any], BitMap64, BitMap64]] = []  # add, old rows, new rows
     old_rows: list[pa.Table] = []
     matched = BitMap64()
-    for add in _candidates(state, target, key_columns, keys):
+    candidates = _candidates(state, target, key_columns, keys)
+    if sum(_records(add) for add in candidates) > DRIVER_SCAN_ROWS:
+        return None
+    for add in candidates:
         old = deletion_vectors.read(table, add.get("deletionVector"))
         found = _positions(table / unquote(add["path"]), key_columns, keys, old)
         if found is None:
@@ -249,6 +259,14 @@ def _candidates(
                 continue
         chosen.append(add)
     return chosen
+
+
+def _records(add: Mapping[str, Any]) -> int:
+    """The file's rows by its statistics (more than may be read here when they do not say)."""
+    try:
+        return int(json.loads(add.get("stats") or "{}")["numRecords"])
+    except (KeyError, TypeError, ValueError):
+        return DRIVER_SCAN_ROWS + 1
 
 
 def _bounds(add: Mapping[str, Any], column: str, kind: pa.DataType) -> tuple[Any, Any]:

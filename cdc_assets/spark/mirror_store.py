@@ -272,13 +272,15 @@ def merge_keyed_in_driver(
     snapshot_lsn: bytes | None,
     properties: Mapping[str, Any],
     mirror_rows: int | None,
+    change_rows: int,
 ) -> Published | None:
-    """:func:`merge_keyed` in the driver, for a small range (the caller's judgement): the same
-    MERGE, committed with the same userMetadata and with Change Data Feed, in tens of
-    milliseconds where Spark's MERGE costs seconds of jobs. A mirror with deletion vectors (turned
-    on by a Spark MERGE once it grew) gets them from :mod:`.merge_with_deletion_vectors`; a small
-    one (``mirror_rows``, known, at most :data:`.asset_store.DRIVER_WRITE_ROWS`) without them is
-    merged by delta-rs, which writes none and rewrites the few files a change touches. None, and
+    """:func:`merge_keyed` in the driver, for a range of ``change_rows`` rows: the same MERGE,
+    committed with the same userMetadata and with Change Data Feed, in tens of milliseconds
+    where Spark's MERGE costs seconds of jobs. A mirror with deletion vectors (turned on by a
+    Spark MERGE once it grew) gets them from :mod:`.merge_with_deletion_vectors` (ranges up to
+    its ``DRIVER_MERGE_ROWS``); a small one (``mirror_rows``, known, and ``change_rows`` at most
+    :data:`.asset_store.DRIVER_WRITE_ROWS`) without them is merged by delta-rs, which writes none
+    and rewrites the few files a change touches. None, and
     nothing committed, where Spark must merge: a mirror on another file system, a large one
     without deletion vectors, with columns stored otherwise than they are, or a commit that lost
     to a concurrent one."""
@@ -291,6 +293,8 @@ def merge_keyed_in_driver(
         return None
     configuration = table.metadata().configuration
     if configuration.get("delta.enableDeletionVectors") == "true":
+        if change_rows > merge_with_deletion_vectors.DRIVER_MERGE_ROWS:
+            return None
         return merge_with_deletion_vectors.merge_keyed(
             store,
             key_path,
@@ -299,7 +303,7 @@ def merge_keyed_in_driver(
             snapshot_lsn=snapshot_lsn,
             properties=properties,
         )
-    if mirror_rows is None or mirror_rows > DRIVER_WRITE_ROWS:
+    if mirror_rows is None or max(mirror_rows, change_rows) > DRIVER_WRITE_ROWS:
         return None
     if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
         return None

@@ -72,8 +72,8 @@ def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
     _assert_mirror_equals_its_table(harness, changed)
 
     # above the size limit Spark merges, and turns deletion vectors on for the mirror
-    limit = mirror.DRIVER_WRITE_ROWS
-    monkeypatch.setattr(mirror, "DRIVER_WRITE_ROWS", 1)
+    limit = mirror.DRIVER_MERGE_ROWS
+    monkeypatch.setattr(mirror, "DRIVER_MERGE_ROWS", 0)
     harness.write(f"UPDATE [dbo].[{other.name}] SET [qty] = 5 WHERE [id] = 3")
     assert harness.sync() == 1
     assert _newest_job(spark) > before
@@ -83,7 +83,7 @@ def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
     _assert_mirror_equals_its_table(harness, other)
 
     # a small range into a mirror with deletion vectors: they are written in the driver
-    monkeypatch.setattr(mirror, "DRIVER_WRITE_ROWS", limit)
+    monkeypatch.setattr(mirror, "DRIVER_MERGE_ROWS", limit)
     harness.write(f"UPDATE [dbo].[{other.name}] SET [qty] = 6 WHERE [id] = 3")
     harness.write(f"DELETE FROM [dbo].[{other.name}] WHERE [id] = 1")
     harness.write(f"INSERT INTO [dbo].[{other.name}] ([id], [name], [qty]) VALUES (40, 'x', 1)")

@@ -463,6 +463,7 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
         snapshot_lsn=bytes(lsn(10)),
         properties=properties,
         mirror_rows=10,
+        change_rows=30,
     )
     assert published is not None and published.user_metadata == asset_store.to_json(properties)
     twin = mirror_store.merge_keyed(
@@ -505,6 +506,7 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
         snapshot_lsn=bytes(lsn(10)),
         properties={"lsn": Lsn.from_int(21).hex},
         mirror_rows=10,
+        change_rows=30,
     )
     assert again is not None and _engine(store, ["spark"]).startswith("cdc_assets")
     assert sorted_rows(store.read(spark, ["spark"], None)) == expected

@@ -201,6 +201,14 @@ def test_only_files_that_can_hold_a_changed_key_are_read(
     state[(1000, "b")] = ("far", 1, dt.date(2025, 1, 2))
     expected = sorted(((*k, *v) for k, v in state.items()), key=repr)
     assert sorted_rows(store.read(spark, ["t"], None)) == expected
+    # keys spread over more rows than the driver may read: Spark's to merge
+    monkeypatch.setattr(driver_merge, "DRIVER_SCAN_ROWS", 150)
+    rows = [(40, 0, 1, 2, "a", *state[(2, "a")]), (40, 1, 1, 398, "a", *state[(398, "a")])]
+    assert _merge(store, spark, ["t"], change_rows(spark, rows, DATA), 40) == "spark"
+    for gone in ((2, "a"), (398, "a")):
+        del state[gone]
+    expected = sorted(((*k, *v) for k, v in state.items()), key=repr)
+    assert sorted_rows(store.read(spark, ["t"], None)) == expected
 
 
 def test_a_commit_lost_to_another_writer_commits_nothing(
