@@ -83,11 +83,12 @@ DRIVER_MERGE_ROWS = 100_000
 # ... when the files that may hold its keys have at most this many rows: the files a change
 # touches are read whole (its old row is the change feed's preimage), so a range spread over a
 # huge table goes to Spark, whose executors read them in parallel.
-DRIVER_SCAN_ROWS = 2_000_000
+DRIVER_SCAN_ROWS = 10_000_000
 STRING_STATS_PREFIX = 32  # Spark's statistics keep 32 characters of a string
 CHANGE_TYPE = "_change_type"
 ROW = "__cdc_row"
 _MATCH = "__cdc_match"
+Touched = tuple[dict[str, Any], BitMap64, BitMap64]  # a file's add action, old and new vector
 
 
 def merge_keyed(
@@ -128,26 +129,10 @@ def merge_keyed(
     keys = source.select(list(key_columns)).append_column(
         _MATCH, pa.array(range(len(source)), pa.int64())
     )
-    touched: list[tuple[dict[str, Any], BitMap64, BitMap64]] = []  # add, old rows, new rows
-    old_rows: list[pa.Table] = []
-    matched = BitMap64()
-    candidates = _candidates(state, target, key_columns, keys)
-    if sum(_records(add) for add in candidates) > DRIVER_SCAN_ROWS:
+    found = _matches(table, state, target, key_columns, keys)
+    if found is None:
         return None
-    for add in candidates:
-        old = deletion_vectors.read(table, add.get("deletionVector"))
-        found = _positions(table / unquote(add["path"]), key_columns, keys, old)
-        if found is None:
-            continue
-        positions, sources = found
-        matched.update(sources)
-        touched.append((add, old, BitMap64(positions)))
-        rows = _conformed(pq.read_table(table / unquote(add["path"])), target)
-        old_rows.append(
-            rows.take(pa.array(positions, pa.int64())).append_column(
-                _MATCH, pa.array(sources, pa.int64())
-            )
-        )
+    touched, before, matched = found
     action = source.column(OPERATION)
     is_match = pc.is_in(keys.column(_MATCH), pa.array(list(matched), pa.int64()))
     deleting = pc.equal(action, DELETE)
@@ -157,13 +142,8 @@ def merge_keyed(
     if not touched and inserted.num_rows == 0:
         return None  # nothing changes: Spark's path records the properties
     deleted_keys = set(keys.filter(pc.and_(deleting, is_match)).column(_MATCH).to_pylist())
-    with_match = target.append(pa.field(_MATCH, pa.int64()))
-    before = pa.concat_tables(old_rows) if old_rows else with_match.empty_table()
     feed = _change_feed(target, before, deleted_keys, updated, inserted)
-    actions = _file_actions(table, touched, written, feed)
-    if actions is None:
-        return None
-    adds, metrics = actions
+    adds, metrics = _file_actions(table, touched, written, feed)
     metrics.update(
         numSourceRows=len(source),
         numTargetRowsInserted=inserted.num_rows,
@@ -178,7 +158,50 @@ def merge_keyed(
         executionTimeMs=int((time.perf_counter() - started) * 1000),
     )
     text = to_json(properties)
-    info = {
+    version = state.version + 1
+    info = _commit_info(state, key_columns, metrics, text)
+    if not delta_log.commit(table, version, [info, *adds]):
+        log.warning("%s: version %d was committed by another writer; Spark merges", uri, version)
+        return None
+    return Published(uri, version, dict(properties), metrics, text)
+
+
+def _matches(
+    table: Path,
+    state: delta_log.TableLog,
+    target: pa.Schema,
+    key_columns: Sequence[str],
+    keys: pa.Table,
+) -> tuple[list[Touched], pa.Table, BitMap64] | None:
+    """The live rows holding one of ``keys``: per file touched its vectors, their old rows
+    (with the ``keys`` row each holds) and which ``keys`` rows matched; None when the files
+    that may hold them are more than the driver reads (:data:`DRIVER_SCAN_ROWS`)."""
+    candidates = _candidates(state, target, key_columns, keys)
+    if sum(_records(add) for add in candidates) > DRIVER_SCAN_ROWS:
+        return None
+    touched: list[Touched] = []
+    old_rows = [target.append(pa.field(_MATCH, pa.int64())).empty_table()]
+    matched = BitMap64()
+    for add in candidates:
+        path = table / unquote(add["path"])
+        old = deletion_vectors.read(table, add.get("deletionVector"))
+        found = _positions(path, key_columns, keys, old)
+        if found is None:
+            continue
+        positions, sources = found
+        matched.update(sources)
+        touched.append((add, old, BitMap64(positions)))
+        rows = _conformed(pq.read_table(path), target).take(pa.array(positions, pa.int64()))
+        old_rows.append(rows.append_column(_MATCH, pa.array(sources, pa.int64())))
+    return touched, pa.concat_tables(old_rows), matched
+
+
+def _commit_info(
+    state: delta_log.TableLog, key_columns: Sequence[str], metrics: Mapping[str, int], text: str
+) -> dict[str, Any]:
+    """The commit's ``commitInfo``: a MERGE with Spark's metric names, ``text`` its
+    userMetadata."""
+    return {
         "commitInfo": {
             "timestamp": int(time.time() * 1000),
             "operation": "MERGE",
@@ -204,11 +227,6 @@ def merge_keyed(
             "txnId": str(uuid.uuid4()),
         }
     }
-    version = state.version + 1
-    if not delta_log.commit(table, version, [info, *adds]):
-        log.warning("%s: version %d was committed by another writer; Spark merges", uri, version)
-        return None
-    return Published(uri, version, dict(properties), metrics, text)
 
 
 def _writable(state: delta_log.TableLog) -> bool:
@@ -336,10 +354,10 @@ def _change_feed(
 
 def _file_actions(
     table: Path,
-    touched: Sequence[tuple[dict[str, Any], BitMap64, BitMap64]],
+    touched: Sequence[Touched],
     written: pa.Table,
     feed: pa.Table,
-) -> tuple[list[dict[str, Any]], dict[str, int]] | None:
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Writes the new data, change and vector files; the commit's file actions and metrics."""
     now = int(time.time() * 1000)
     actions: list[dict[str, Any]] = []
