@@ -56,7 +56,7 @@ from .asset_store import (
     stored_otherwise,
     to_json,
 )
-from .mirror_merge import DELETE, OPERATION, last_change_per_key_in_driver
+from .mirror_merge import DELETE, OPERATION, last_changes_as
 
 log = logging.getLogger(__name__)
 
@@ -116,16 +116,7 @@ def merge_keyed(
     if stored_otherwise(T.StructType.fromJson(schema_json)):
         return None
     target = _arrow_schema(state.metadata["schemaString"])
-    last = last_change_per_key_in_driver(changes.read(), key_columns, snapshot_lsn)
-    present = set(last.column_names)
-    source = pa.Table.from_arrays(
-        [
-            last.column(f.name).cast(f.type) if f.name in present else pa.nulls(len(last), f.type)
-            for f in target
-        ]
-        + [last.column(OPERATION).cast(pa.int32())],
-        names=[*target.names, OPERATION],
-    )
+    source = last_changes_as(target, changes.read(), key_columns, snapshot_lsn, OPERATION)
     keys = source.select(list(key_columns)).append_column(
         _MATCH, pa.array(range(len(source)), pa.int64())
     )

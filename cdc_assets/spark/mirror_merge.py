@@ -67,7 +67,7 @@ def last_change_per_key_in_driver(
     changes: pa.Table, key_columns: Sequence[str], snapshot_lsn: bytes | None = None
 ) -> pa.Table:
     """:func:`last_change_per_key` of change rows held in the driver (Arrow): a small range's,
-    merged into a small mirror without Spark (:func:`.mirror_store.merge_keyed_in_driver`)."""
+    merged without Spark (:func:`.mirror_store.merge_keyed_in_driver`)."""
     if not key_columns:
         raise ValueError("last_change_per_key needs key columns; keyless tables are multisets")
     last: dict[tuple[object, ...], int] = {}
@@ -85,6 +85,26 @@ def last_change_per_key_in_driver(
             continue
         last[tuple(col[i] for col in keys)] = i
     return changes.take(sorted(last.values()))
+
+
+def last_changes_as(
+    target: pa.Schema,
+    changes: pa.Table,
+    key_columns: Sequence[str],
+    snapshot_lsn: bytes | None,
+    action: str,
+) -> pa.Table:
+    """:func:`last_change_per_key_in_driver` in the columns and types of ``target`` (a column
+    the changes lack: nulls), followed by the change's operation (int32) named ``action``: the
+    source of a MERGE made in the driver."""
+    last = last_change_per_key_in_driver(changes, key_columns, snapshot_lsn)
+    present = set(last.column_names)
+    arrays = [
+        last.column(f.name).cast(f.type) if f.name in present else pa.nulls(last.num_rows, f.type)
+        for f in target
+    ]
+    arrays.append(last.column(OPERATION).cast(pa.int32()))
+    return pa.Table.from_arrays(arrays, schema=target.append(pa.field(action, pa.int32())))
 
 
 def net_counts(changes: DataFrame, data_columns: Sequence[str]) -> DataFrame:

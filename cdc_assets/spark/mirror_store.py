@@ -64,7 +64,7 @@ from .mirror_merge import (
     OPERATION,
     after,
     last_change_per_key,
-    last_change_per_key_in_driver,
+    last_changes_as,
     net_counts,
 )
 from .session import write_parallelism
@@ -310,15 +310,7 @@ def merge_keyed_in_driver(
     if stored_otherwise(T.StructType.fromJson(json.loads(table.schema().to_json()))):
         return None  # time columns, escaped names
     target = pa.schema(table.schema().to_arrow())
-    rows = changes.read()
-    last = last_change_per_key_in_driver(rows, key_columns, snapshot_lsn)
-    present = set(last.column_names)
-    arrays = [
-        last.column(f.name).cast(f.type) if f.name in present else pa.nulls(last.num_rows, f.type)
-        for f in target
-    ]
-    arrays.append(last.column(OPERATION).cast(pa.int32()))
-    source = pa.Table.from_arrays(arrays, schema=target.append(pa.field(ACTION, pa.int32())))
+    source = last_changes_as(target, changes.read(), key_columns, snapshot_lsn, ACTION)
     columns = target.names
     text = to_json(properties)
     on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in key_columns)

@@ -265,6 +265,7 @@ def main(argv: list[str]) -> int:
 
     for module in (change_log_outputs, mirror, asset_store):
         module.DRIVER_WRITE_ROWS = 0  # type: ignore[attr-defined]
+    mirror.DRIVER_MERGE_ROWS = 0  # nor are deletion vectors written in the driver
 
     # The session the project's resource builds from the config; runs get it via getOrCreate.
     resource = (defs.resources or {})["pyspark"]

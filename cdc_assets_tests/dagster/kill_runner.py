@@ -21,7 +21,7 @@ this run reaches them, so earlier tables of the run are complete when it dies):
 - ``committed``: right after the ``nth`` change log's Delta commit (Spark's or delta-rs's, read
   back as the table's newest); Dagster has not recorded the materialization.
 - ``merge``: inside the Spark job of the ``nth`` mirror's ``MERGE INTO`` (a task has started on
-  the merge's source rows), or for a small mirror merged by delta-rs, before its MERGE; the
+  the merge's source rows), or for a range merged in the driver, before its MERGE; the
   earlier mirrors of the run are committed.
 
 ``read``, ``write`` and ``merge`` kill the run process from a Python worker of the executor: the
@@ -76,7 +76,7 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
 
-    from cdc_assets.spark import asset_store, mirror_store, sqlserver_source
+    from cdc_assets.spark import asset_store, mirror_merge, mirror_store, sqlserver_source
     from cdc_assets.spark.asset_store import AssetStore
 
     counts = {"cdc": 0, "mirror": 0, "read": 0}
@@ -160,15 +160,15 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
             return real_merge(spark, store, uri, source, statement, properties)
 
         mirror_store._run_merge = run_merge
-        # a small mirror is merged by delta-rs: killed once its checks passed, before it merges
-        real_last = mirror_store.last_change_per_key_in_driver
+        # a small range is merged in the driver: killed once its checks passed, before it merges
+        real_last = mirror_merge.last_change_per_key_in_driver
 
         def last_change(changes, key_columns, snapshot_lsn=None):  # type: ignore[no-untyped-def]
             if hit("mirror"):
                 kill_driver()
             return real_last(changes, key_columns, snapshot_lsn)
 
-        mirror_store.last_change_per_key_in_driver = last_change
+        mirror_merge.last_change_per_key_in_driver = last_change
     elif stage == "committed":
         # every commit, Spark's or delta-rs's, is read back as the newest one of its table
         real_newest = asset_store._newest_commit

@@ -140,6 +140,7 @@ def test_default_maintenance_keeps_history_and_every_change(
     monkeypatch.setattr(table_maintenance, "COMPACT_AT", 1)
     # Spark's MERGEs, which add files (a small mirror's delta-rs MERGE rewrites its one file)
     monkeypatch.setattr(mirror, "DRIVER_WRITE_ROWS", 0)
+    monkeypatch.setattr(mirror, "DRIVER_MERGE_ROWS", 0)
     harness = make_harness(tmp_path, spark, instance, tables=TABLES[:1], retain_ranges=1)
     harness.sync()
     chain = [harness.next_range(6) for _ in range(2)]

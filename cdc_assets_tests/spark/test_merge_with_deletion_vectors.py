@@ -135,9 +135,7 @@ def test_random_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path: Path, 
 
 
 def test_deletion_vectors_are_the_bytes_spark_writes(spark: SparkSession, tmp_path: Path) -> None:
-    store = AssetStore(tmp_path)
-    state = {(k, "a"): (f"v{k}", k, dt.date(2024, 1, 1)) for k in range(200)}
-    _table(spark, store, ["t"], state)
+    store, state = _mirror(spark, tmp_path, 200)
     rows = [(20, i, 1, k, "a", *state[(k, "a")]) for i, k in enumerate((3, 4, 70, 199))]
     mirror_store.merge_keyed(
         spark,
@@ -175,12 +173,18 @@ def test_deletion_vectors_are_the_bytes_spark_writes(spark: SparkSession, tmp_pa
     assert list(deletion_vectors.read(table, descriptor)) == [0, 5, 2**33]
 
 
+def _mirror(spark: SparkSession, tmp_path: Path, keys: int) -> tuple[AssetStore, dict]:
+    """A mirror ``t`` of ``keys`` rows (:func:`_table`) and its rows by key."""
+    store = AssetStore(tmp_path)
+    state = {(k, "a"): (f"v{k}", k, dt.date(2024, 1, 1)) for k in range(keys)}
+    _table(spark, store, ["t"], state)
+    return store, state
+
+
 def test_only_files_that_can_hold_a_changed_key_are_read(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = AssetStore(tmp_path)
-    state = {(k, "a"): (f"v{k}", k, dt.date(2024, 1, 1)) for k in range(400)}
-    _table(spark, store, ["t"], state)
+    store, state = _mirror(spark, tmp_path, 400)
     read: list[Path] = []
     positions = driver_merge._positions
 
@@ -214,9 +218,7 @@ def test_only_files_that_can_hold_a_changed_key_are_read(
 def test_a_commit_lost_to_another_writer_commits_nothing(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = AssetStore(tmp_path)
-    state = {(k, "a"): (f"v{k}", k, dt.date(2024, 1, 1)) for k in range(10)}
-    _table(spark, store, ["t"], state)
+    store, state = _mirror(spark, tmp_path, 10)
     uri = store.location(["t"])
     real_read = delta_log.read
 
