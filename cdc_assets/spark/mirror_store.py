@@ -280,10 +280,9 @@ def merge_keyed_in_driver(
     Spark MERGE once it grew) gets them from :mod:`.merge_with_deletion_vectors` (ranges up to
     its ``DRIVER_MERGE_ROWS``); a small one (``mirror_rows``, known, and ``change_rows`` at most
     :data:`.asset_store.DRIVER_WRITE_ROWS`) without them is merged by delta-rs, which writes none
-    and rewrites the few files a change touches. None, and
-    nothing committed, where Spark must merge: a mirror on another file system, a large one
-    without deletion vectors, with columns stored otherwise than they are, or a commit that lost
-    to a concurrent one."""
+    and rewrites the few files a change touches. None, and nothing committed, where Spark must
+    merge: a mirror on another file system, a large one without deletion vectors, with columns
+    stored otherwise than they are, or a commit that lost to a concurrent one."""
     from deltalake import CommitProperties
     from deltalake.exceptions import DeltaError
 
