@@ -80,15 +80,22 @@ class RangeReader:
         self._instance = instance
         self._name = partitions_name
         self._lock = threading.Lock()
-        self.known: list[LsnRange] | None = None  # the last read, if any
+        self._known: list[LsnRange] | None = None  # the last read, if any
 
     def __call__(self, start: Lsn) -> list[LsnRange]:
         with self._lock:
-            known = self.known
+            known = self._known
             if known is None or not any(r.lo <= start for r in known):
                 known = recent_ranges(self._instance, self._name, reach=start)
-                self.known = known
+                self._known = known
             return known
+
+    def newest(self) -> list[LsnRange]:
+        """The keys of the last read (any read holds the newest page), or the newest page."""
+        with self._lock:
+            if not self._known:  # none read yet, or a read that found no key
+                self._known = recent_ranges(self._instance, self._name)
+            return self._known
 
 
 def _retired_key(partitions_name: str) -> str:

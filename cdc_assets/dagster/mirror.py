@@ -43,7 +43,6 @@ from .chain import (
     SnapshotInfo,
     chain_end,
     ranges_covering,
-    recent_ranges,
 )
 from .chain_end_check import as_evaluation, at_chain_end_result
 from .change_log_state import snapshot_info
@@ -398,7 +397,7 @@ def _mirror_step(
         # yielded, not logged: events logged with context.log_event reach Dagster only with the
         # step's next yield, and the Failure below would drop them. The chain's end is the one
         # this run read (the newest page of keys, which any read holds), or read now.
-        end = chain_end(ranges.known or recent_ranges(context.instance, partitions.name))
+        end = chain_end(ranges.newest())
         for table in tables:
             at = (updates[table] if table in updates else sync[table]).mirror_at
             yield as_evaluation(at_chain_end_result(table, at.hex if at else None, end), None)
