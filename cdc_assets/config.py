@@ -174,6 +174,12 @@ class SyncPolicy(_Model):
         description="When cleanup removed changes the chain still needs: re-snapshot the "
         "table and rebuild its mirror, or stop and wait for a person.",
     )
+    max_retry_pause: str = Field(
+        default="30m",
+        description="A table that fails on its own (its snapshot, range or mirror) is retried "
+        "after a pause that doubles with each failure in a row, from about 30 s up to this "
+        "(a duration: 90s, 30m, 2h); the source's other tables keep syncing meanwhile.",
+    )
     overdue_after_minutes: float | None = Field(
         default=None,
         gt=0,
@@ -202,6 +208,11 @@ class SyncPolicy(_Model):
                 "count of ranges to keep (500)"
             )
         return value.strip()
+
+    @field_validator("max_retry_pause")
+    @classmethod
+    def _max_pause(cls, value: str) -> str:
+        return _duration(value)
 
     def retention(self) -> tuple[int | None, float | None]:
         """(ranges to keep, seconds to keep them): exactly one of the two is set."""

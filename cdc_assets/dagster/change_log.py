@@ -79,6 +79,7 @@ from .partitions import parse_partition
 from .quiet_ranges import quiet_tables, record_quiet
 from .source import Source, Table
 from .sync_state import SourceSync
+from .table_failures import cleared, record_failures
 from .table_pool import LogLine, ThreadConnections, collect, run_tables
 from .table_steps import records_quiet_tables, step_name, table_groups
 
@@ -242,6 +243,7 @@ def _change_log_step(
                 else {}
             )
             failed: dict[str, str] = {}
+            failed_tables: dict[Table, str] = {}
             written: list[Table] = []
             workers = source.config.sync.tables_in_parallel
             for done in run_tables(
@@ -271,6 +273,7 @@ def _change_log_step(
                 message = table_error(table.qualified_name, error)
                 context.log.error(message)
                 failed[table.qualified_name] = message
+                failed_tables[table] = message
                 result = AssetCheckResult(
                     asset_key=table.change_log_key,
                     check_name=COVERAGE,
@@ -283,7 +286,7 @@ def _change_log_step(
                 if _key(result) in wanted:
                     yield result
             if lsn_range is None:
-                _record_snapshots(spark, source, written)
+                _record_snapshots(context, spark, source, written, failed_tables)
             else:
                 # the assets of the whole run (its job's subset), not only this step's
                 run_keys = context.job_def.asset_layer.selected_asset_keys
@@ -309,17 +312,24 @@ def _change_log_step(
 Event = Output | AssetCheckResult | AssetMaterialization | LogLine
 
 
-def _record_snapshots(spark: SparkSession, source: Source, tables: list[Table]) -> None:
-    """The new snapshots into the sync state (as their partitions were published)."""
-    if not tables:
+def _record_snapshots(
+    context: AssetExecutionContext,
+    spark: SparkSession,
+    source: Source,
+    tables: list[Table],
+    failures: dict[Table, str],
+) -> None:
+    """The new snapshots into the sync state (as their partitions were published), and the
+    tables whose snapshot failed, each retried on its own schedule (:mod:`.table_failures`)."""
+    if not tables and not failures:
         return
     sync = SourceSync.load(source, fill=False)  # a new snapshot: the mirror is rebuilt anyway
     updates = {}
     for table in tables:
         snapshot = snapshot_info(source, table)
         if snapshot is not None:
-            updates[table] = replace(sync[table], snapshot=snapshot)
-    sync.write(spark, updates)
+            updates[table] = cleared(replace(sync[table], snapshot=snapshot))
+    record_failures(context.instance, context.run.run_id, spark, sync, failures, updates)
 
 
 def _record_quiet_tables(

@@ -92,15 +92,18 @@ def sync_step(
     job: JobDefinition, instance: DagsterInstance, source: Source
 ) -> tuple[Tick, ExecuteInProcessResult | None]:
     """One decision of the sync sensor's logic for ``source`` (without a sensor context), its new
-    partition added and its run executed; no result when there was nothing to run."""
+    partition added and its runs executed one after the other (a snapshot run, then a range
+    run, where the daemon would launch them side by side); the result of the first that failed,
+    else of the last; no result when there was nothing to run."""
     partitions = job.partitions_def
     assert isinstance(partitions, DynamicPartitionsDefinition), job.name
     tick = evaluate(instance, source, partitions)
-    if tick.run_request is None:
+    if not tick.run_requests:
         return tick, None
     if tick.new_partition is not None:
         instance.add_dynamic_partitions(str(partitions.name), [tick.new_partition])
-    return tick, execute_request(job, instance, tick.run_request)
+    results = [execute_request(job, instance, request) for request in tick.run_requests]
+    return tick, next((r for r in results if not r.success), results[-1])
 
 
 def step_seconds(instance: DagsterInstance, run_id: str) -> dict[str, float]:

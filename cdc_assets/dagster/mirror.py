@@ -59,6 +59,7 @@ from .names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .source import Source, Table
 from .sync_state import SourceSync, TableSync, describes, mirror_at, now, with_mirror
+from .table_failures import cleared, record_failures
 from .table_pool import LogLine, collect, run_tables
 from .table_steps import step_name, table_groups
 
@@ -370,6 +371,7 @@ def _mirror_step(
         ranges = RangeReader(context.instance, partitions.name)
 
         failed: dict[str, str] = {}
+        failed_tables: dict[Table, str] = {}
         sync = SourceSync.load(source)
         updates: dict[Table, TableSync] = {}
         tables = [by_key[k] for k in sorted(k for k in context.selected_asset_keys if k in by_key)]
@@ -391,8 +393,10 @@ def _mirror_step(
                 message = table_error(done.table.qualified_name, error)
                 context.log.error(message)
                 failed[done.table.qualified_name] = message
-        # where the mirrors are now, for the sensor (after their commits: never ahead of them)
-        sync.write(spark, updates)
+                failed_tables[done.table] = message
+        # where the mirrors are now, for the sensor (after their commits: never ahead of them),
+        # and the tables that failed, each retried on its own schedule (:mod:`.table_failures`)
+        record_failures(context.instance, context.run.run_id, spark, sync, failed_tables, updates)
         # at_chain_end of every mirror of the run, also when one failed (see .chain_end_check);
         # yielded, not logged: events logged with context.log_event reach Dagster only with the
         # step's next yield, and the Failure below would drop them. The chain's end is the one
@@ -436,7 +440,7 @@ def _mirror_step(
                 if not isinstance(rows, int):
                     rows = mirror_store.row_count(spark, source.store.location(key.path))
                 moved = with_mirror(row, state["snapshot_version"], commit_lsn, rows, None)
-                updates[table] = replace(moved, mirror_at=max(at, commit_lsn))
+                updates[table] = cleared(replace(moved, mirror_at=max(at, commit_lsn)))
             return
         published = commit(spark, source.store, key.path, None, stored)
         properties = published.properties
@@ -445,7 +449,7 @@ def _mirror_step(
             row = with_mirror(row, properties["snapshot_version"], lsn_range.hi, rows, now())
         else:  # quiet ranges only: the same commit, a new position
             row = replace(row, mirror_at=lsn_range.hi, reported_at=now())
-        updates[table] = row
+        updates[table] = cleared(row)
         if from_snapshot and snapshot is not None:
             # The mirror holds its table's snapshot from now on: its 'snapshot' partition
             # shows as materialized, not as missing for ever. Logged before the range's

@@ -22,6 +22,12 @@ from dagster import AssetKey
 
 SNAPSHOT_PARTITION = "snapshot"
 SOURCE_TAG = "cdc_assets/source"
+# On range runs only (value: the source): the run queue's limit of one per source keeps a source's
+# ranges in order, while its snapshot runs (which do not carry it) go beside them.
+RANGE_LANE_TAG = "cdc_assets/range_lane"
+# On snapshot runs of a few tables: their names (a run executed in process records no asset
+# selection, so the sensor reads the tables a snapshot run in flight works on from here).
+SNAPSHOT_OF_TAG = "cdc_assets/snapshot_of"
 PARTITION_TAG = "cdc_assets/partition"
 TABLES_TAG = "cdc_assets/source_tables"  # how many tables the source has (a run may select few)
 CATCH_UP_TAG = "cdc_assets/catch_up"  # on runs that bring tables left behind up to the chain

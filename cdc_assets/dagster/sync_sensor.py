@@ -1,18 +1,27 @@
 """Continuous sync: one sensor per source.
 
 Each tick sends one cheap query to the source (``sys.fn_cdc_get_max_lsn()``), whatever the number
-of tables, and more only when the max LSN moved past the end of the chain. It decides, in order:
+of tables, and more only when the max LSN moved past the end of the chain. A source has two
+lanes of runs, which go side by side, so a long snapshot never holds back the ranges of the
+other tables:
 
-1. a run of this source is still in flight → wait (one sync run per source at a time);
-2. tables without a snapshot → one run of the ``snapshot`` partition for those tables;
-3. some tables have not completed the newest range (a run failed for them): if cleanup removed
+- **snapshots**: the tables without a snapshot (new, re-snapshotted, or still under way after a
+  kill: the run resumes it) that no run works on get one run of the ``snapshot`` partition;
+- **ranges**: one range run at a time, for the tables that have a snapshot and no run in flight.
+
+Before either, a run of the source that failed as a whole (the source unreachable, a killed
+process) a moment ago pauses the source. A run that failed for some tables only names them in its
+tag and writes each one's failure into the sync state (:mod:`.table_failures`): those tables wait,
+the pause doubling with each failure in a row up to ``sync.max_retry_pause``, and the others go
+on. In the range lane, in order:
+
+1. some tables have not completed the newest range (a run failed for them): if cleanup removed
    changes the range each needs next (a gap), re-snapshot those tables (``sync.on_gap:
-   resnapshot``) or leave them for a person (``fail``); otherwise, once the pause after a failed
-   run is over, run the range each needs next (where its mirror stopped) for those tables only.
-   One table never holds back the others: while tables wait for their retry, the others go on
-   to step 4. Only when every table is behind (the run failed as a whole: the source unreachable,
-   a killed run) does the tick wait, then run the newest range again;
-4. the max LSN moved → add the next range ``(end, hi]`` (at most ``max_transactions_per_range``
+   resnapshot``) or leave them for a person (``fail``); otherwise, once a table's pause is
+   over, run the range it needs next (where its mirror stopped) for those tables only. While
+   tables wait for their retry, the others go on to step 2. Only when every table is behind
+   and none failed on its own (the run failed as a whole) does the newest range run again;
+2. the max LSN moved → add the next range ``(end, hi]`` (at most ``max_transactions_per_range``
    transactions) and request one run that materializes it for every table that is not behind,
    change logs then mirrors. The first range after the snapshots is added even without
    transactions once capture has passed every snapshot LSN, so quiet tables get their mirrors.
@@ -30,11 +39,14 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from dagster import (
     AssetCheckKey,
     DagsterInstance,
+    DagsterRun,
     DagsterRunStatus,
     DefaultSensorStatus,
     DynamicPartitionsDefinition,
@@ -50,6 +62,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
+from cdc_assets.config import duration_seconds
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import committed_before, discover, get_max_lsn, plan_next_range
 from cdc_assets.sqlserver.changed_tables import changed_instances, established_instances
@@ -70,8 +83,11 @@ from .mirror import mirror_state
 from .names import (
     CATCH_UP_TAG,
     CHANGE_LOG_CHECKS,
+    PARTITION_RUN_TAG,
     PARTITION_TAG,
+    RANGE_LANE_TAG,
     RESNAPSHOT_TAG,
+    SNAPSHOT_OF_TAG,
     SNAPSHOT_PARTITION,
     SOURCE_TAG,
     TABLES_TAG,
@@ -80,7 +96,8 @@ from .names import (
 from .quiet_ranges import REPORT_EVERY_RANGE_UP_TO, quiet_instance
 from .sensor_lock import sensor_lock
 from .source import Source, Table
-from .sync_state import SourceSync
+from .sync_state import SourceSync, now
+from .table_failures import FAILED_TABLES_TAG, seconds_to_wait
 
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,
@@ -89,16 +106,66 @@ IN_FLIGHT = [
     DagsterRunStatus.STARTED,
     DagsterRunStatus.CANCELING,
 ]
+FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 
 
 @dataclass(frozen=True)
 class Tick:
-    """What one evaluation decided (also what the tests look at)."""
+    """What one evaluation decided (also what the tests look at): at most one run of the
+    ``snapshot`` partition (tables without a snapshot) and one range run."""
 
-    run_request: RunRequest | None
+    run_requests: tuple[RunRequest, ...]
     new_partition: str | None
     skip_reason: str | None
     retired: tuple[LsnRange, ...] = ()  # oldest range partitions to delete (sync.retain_ranges)
+    blocked_by: str | None = None  # the range run in flight that the range lane waits for
+
+    @property
+    def run_request(self) -> RunRequest | None:
+        """The first run asked for (the snapshot's, when there are two)."""
+        return self.run_requests[0] if self.run_requests else None
+
+
+def _skip_tick(reason: str) -> Tick:
+    return Tick((), None, reason)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """The source's runs that have not finished: the tables they work on, and the range run
+    among them (one at a time; snapshot runs go beside it, each on tables of its own)."""
+
+    busy: frozenset[Table]
+    range_run: DagsterRun | None
+
+    @classmethod
+    def read(cls, instance: DagsterInstance, source: Source) -> InFlight:
+        runs = instance.get_runs(
+            filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=IN_FLIGHT), limit=100
+        )
+        busy: set[Table] = set()
+        range_run = None
+        for run in runs:
+            busy |= _selected(source, run)
+            if range_run is None and run.tags.get(PARTITION_RUN_TAG) != SNAPSHOT_PARTITION:
+                range_run = run
+        return cls(frozenset(busy), range_run)
+
+
+SNAPSHOT_OF_TABLES = 50  # snapshot runs of at most this many tables name them in a tag
+
+
+def _selected(source: Source, run: DagsterRun) -> set[Table]:
+    """The tables ``run`` works on: its asset selection, else the tables its tag names (a run
+    executed in process records no selection), else every table of the job."""
+    if run.asset_selection:
+        keys = run.asset_selection
+        return {t for t in source.tables if t.change_log_key in keys or t.mirror_key in keys}
+    named = run.tags.get(SNAPSHOT_OF_TAG)
+    if named:
+        names = set(json.loads(named))
+        return {t for t in source.tables if t.qualified_name in names}
+    return set(source.tables)
 
 
 def _request(
@@ -116,6 +183,10 @@ def _request(
     tags = {SOURCE_TAG: source.name, PARTITION_TAG: partition}
     attempt = instance.get_runs_count(filters=RunsFilter(tags=tags))
     tags[TABLES_TAG] = str(len(source.tables))
+    if partition != SNAPSHOT_PARTITION:
+        tags[RANGE_LANE_TAG] = source.name
+    elif tables is not None and len(tables) <= SNAPSHOT_OF_TABLES:
+        tags[SNAPSHOT_OF_TAG] = json.dumps(sorted(t.qualified_name for t in tables))
     selection = None
     checks = None
     if tables is not None:  # only these tables, with their checks (not the others)
@@ -155,25 +226,51 @@ def _gaps(source: Source, last: LsnRange, snapshots: dict[Table, SnapshotInfo | 
 
 
 def _retry_pause(source: Source) -> float:
+    """The pause after a failed run: before the source is tried again after a run that failed
+    as a whole, before a table is tried again after its first failure in a row."""
     return max(30.0, 6.0 * source.config.sync.sensor_interval_seconds)
 
 
-def _recent_failure(
-    instance: DagsterInstance, source: Source, tables: list[Table] | None = None
-) -> str | None:
-    """Why to wait before retrying: the source's latest run (the latest that ran one of
-    ``tables``, when given) failed only a moment ago."""
-    runs = instance.get_runs(
-        filters=RunsFilter(tags={SOURCE_TAG: source.name}), limit=1 if tables is None else 50
+def _table_waits(
+    source: Source, sync: SourceSync, tables: Iterable[Table], moment: float
+) -> dict[Table, float]:
+    """Those of ``tables`` that failed on their own a moment ago: the seconds each still waits
+    (the pause grows with each failure in a row, :mod:`.table_failures`)."""
+    base = _retry_pause(source)
+    bound = duration_seconds(source.config.sync.max_retry_pause)
+    return {
+        t: left
+        for t in tables
+        if (left := seconds_to_wait(sync[t], base, bound, moment)) is not None
+    }
+
+
+def _waiting_text(source: Source, sync: SourceSync, waits: Mapping[Table, float]) -> str:
+    """What the tables in ``waits`` wait for, for a skip reason (the first few by name)."""
+    shown = sorted(waits, key=lambda t: t.qualified_name)
+    parts = [
+        f"{t.qualified_name} (failed {sync[t].failures}x, next try in {waits[t]:.0f} s: "
+        f"{(sync[t].failure or '')[:200]})"
+        for t in shown[:3]
+    ]
+    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    return "waiting after failures: " + "; ".join(parts) + more
+
+
+def _recent_failure(instance: DagsterInstance, source: Source) -> str | None:
+    """Why to wait before anything else runs: the source's latest finished run failed as a
+    whole (the source unreachable, a killed process) only a moment ago. A run that failed for
+    some tables only (they are named in its tag) pauses those tables alone (their sync state)."""
+    records = instance.get_run_records(
+        filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=FINISHED), limit=1
     )
-    if tables is not None:
-        keys = {t.change_log_key for t in tables}
-        # no selection (None, or empty for an in-process run) means every asset of the job
-        runs = [r for r in runs if not r.asset_selection or keys & set(r.asset_selection)][:1]
-    if not runs or runs[0].status != DagsterRunStatus.FAILURE:
+    if not records:
         return None
-    record = instance.get_run_record_by_id(runs[0].run_id)
-    ended = record.end_time if record is not None else None
+    record = records[0]
+    run = record.dagster_run
+    if run.status != DagsterRunStatus.FAILURE or FAILED_TABLES_TAG in run.tags:
+        return None
+    ended = record.end_time
     if ended is None:
         return None
     waited = dt.datetime.now(dt.UTC).timestamp() - ended
@@ -181,7 +278,7 @@ def _recent_failure(
     if waited >= pause:
         return None
     return (
-        f"run {runs[0].run_id} ({runs[0].tags.get(PARTITION_TAG, '?')}) failed {waited:.0f} s "
+        f"run {run.run_id} ({run.tags.get(PARTITION_TAG, '?')}) failed {waited:.0f} s "
         f"ago; retrying after {pause:.0f} s"
     )
 
@@ -292,20 +389,19 @@ def _catch_up(
     source: Source,
     partitions: DynamicPartitionsDefinition,
     behind: list[Table],
-    snapshots: dict[Table, SnapshotInfo | None],
+    snapshots: dict[Table, SnapshotInfo],
     last: LsnRange,
     sync: SourceSync,
 ) -> tuple[Tick | None, str]:
     """What to do about the tables that have not completed the newest range: re-snapshot those
-    with a gap (``sync.on_gap``), else run the range each needs next, those tables only, once the
-    pause after the last failed run of one of them is over. (None, why): they wait, and the
-    others keep syncing (``why`` goes into the tick's skip reason). When every
-    table is behind (the run failed as a whole: the source unreachable, a killed run), nothing
-    else can go on: the tick waits, then runs the newest range again."""
-    whole = len(behind) == sum(1 for s in snapshots.values() if s is not None)
-    taken = {t: s for t, s in snapshots.items() if s is not None}
+    with a gap (``sync.on_gap``), else run the range each needs next, for those tables only,
+    once their own pause after a failure is over (:mod:`.table_failures`). (None, why): they
+    wait, and the others keep syncing (``why`` goes into the tick's skip reason). When every
+    table is behind and none failed on its own (the run failed as a whole: the source
+    unreachable, a killed run), nothing else can go on: the newest range runs again."""
+    whole = len(behind) == len(snapshots)
     ranges = RangeReader(instance, partitions.name)  # one read for every table behind
-    needs = {t: _next_range_of(ranges, source, t, taken[t], last, sync) for t in behind}
+    needs = {t: _next_range_of(ranges, source, t, snapshots[t], last, sync) for t in behind}
     gaps = {
         t: reason
         for t, r in needs.items()
@@ -321,38 +417,64 @@ def _catch_up(
         )
         if source.config.sync.on_gap == "fail":
             # those tables wait for a person; the others keep syncing
-            return (Tick(None, None, wait) if whole else None), wait
+            return (_skip_tick(wait) if whole else None), wait
         reason = f"re-snapshot: range {needs[first].key} could not be read ({gaps[first]})"
         request = _request(
             instance, source, SNAPSHOT_PARTITION, list(gaps), {RESNAPSHOT_TAG: reason[:1000]}
         )
-        return Tick(request, None, None), ""
-    if (why := _recent_failure(instance, source, behind)) is not None:
-        names = ", ".join(t.qualified_name for t in behind)
-        return (Tick(None, None, why) if whole else None), f"{names} behind: {why}"
-    if whole:
+        return Tick((request,), None, None), ""
+    waits = _table_waits(source, sync, behind, now())
+    ready = [t for t in behind if t not in waits]
+    if not ready:
+        why = _waiting_text(source, sync, waits)
+        return (_skip_tick(why) if whole else None), why
+    if whole and not waits:
         # the newest range again, for the tables that changed in it (the run records the
         # others quiet, as the failed run would have)
         tables: list[Table] | None = None
         try:
             conn = source.connect()
             try:
-                tables = _tables_to_run(conn, sync, list(taken), last)
+                tables = _tables_to_run(conn, sync, list(snapshots), last)
             finally:
                 conn.close()
         except SqlServerError:
             pass  # the source still down: every table, and the run says why
         request = _request(instance, source, last.key, tables, mirrors=tables is not None)
-        return Tick(request, None, None), ""
-    target = min(needs.values(), key=lambda r: r.lo)
-    tables = [t for t, r in needs.items() if r == target]
+        return Tick((request,), None, None), ""
+    target = min((needs[t] for t in ready), key=lambda r: r.lo)
+    tables = [t for t in ready if needs[t] == target]
     request = _request(instance, source, target.key, tables, {CATCH_UP_TAG: "true"}, mirrors=True)
-    return Tick(request, None, None), ""
+    return Tick((request,), None, None), ""
 
 
 def _skip(waiting: str, reason: str) -> Tick:
     """A tick without a run: what tables behind wait for, then why nothing else runs."""
-    return Tick(None, None, f"{waiting}; {reason}" if waiting else reason)
+    return _skip_tick(f"{waiting}; {reason}" if waiting else reason)
+
+
+def _snapshot_lane(
+    instance: DagsterInstance,
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    sync: SourceSync,
+    flight: InFlight,
+) -> tuple[Tick | None, str]:
+    """The run that snapshots the tables without a snapshot that no run works on and that do
+    not wait after a failure of their own (a snapshot runs beside the ranges of the others,
+    which go on: a huge table's snapshot holds back no other table). (None, why) when none."""
+    missing = [t for t in source.tables if sync[t].snapshot is None and t not in flight.busy]
+    if not missing:
+        return None, ""
+    waits = _table_waits(source, sync, missing, now())
+    ready = [t for t in missing if t not in waits]
+    why = _waiting_text(source, sync, waits) if waits else ""
+    if not ready:
+        return None, f"snapshot {why}"
+    known = instance.has_dynamic_partition(partitions.name, SNAPSHOT_PARTITION)
+    new = SNAPSHOT_PARTITION if not known else None
+    request = _request(instance, source, SNAPSHOT_PARTITION, ready)
+    return Tick((request,), new, None), (f"snapshot {why}" if why else "")
 
 
 def evaluate(
@@ -361,23 +483,54 @@ def evaluate(
     partitions: DynamicPartitionsDefinition,
     last_added: float | None = None,
 ) -> Tick:
-    """One tick of the sync sensor for ``source`` (see the module doc)."""
-    in_flight = instance.get_runs(
-        filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=IN_FLIGHT), limit=1
-    )
-    if in_flight:
-        return Tick(None, None, f"run {in_flight[0].run_id} of {source.name} is in progress")
+    """One tick of the sync sensor for ``source`` (see the module doc): a run for the tables
+    that need a snapshot, and a run for the next range of the tables that have one; either,
+    both or none."""
     if not source.tables:
-        return Tick(None, None, f"source {source.name} has no captured tables selected")
+        return _skip_tick(f"source {source.name} has no captured tables selected")
+    if (why := _recent_failure(instance, source)) is not None:
+        return _skip_tick(why)
+    flight = InFlight.read(instance, source)
     sync = SourceSync.load(source)  # every table's position in one read
-    snapshots = {t: sync[t].snapshot for t in source.tables}
-    missing = [t for t, s in snapshots.items() if s is None]
-    if missing:
-        if (why := _recent_failure(instance, source)) is not None:
-            return Tick(None, None, why)
-        known = instance.has_dynamic_partition(partitions.name, SNAPSHOT_PARTITION)
-        new = SNAPSHOT_PARTITION if not known else None
-        return Tick(_request(instance, source, SNAPSHOT_PARTITION, missing), new, None)
+    snapshot, snapshot_why = _snapshot_lane(instance, source, partitions, sync, flight)
+    ranged = _range_lane(instance, source, partitions, sync, flight, last_added)
+    if snapshot is None:
+        if snapshot_why and ranged.skip_reason is not None:
+            return replace(ranged, skip_reason=f"{snapshot_why}; {ranged.skip_reason}")
+        return ranged
+    if ranged.run_request is None:
+        return snapshot
+    return Tick(
+        (*snapshot.run_requests, *ranged.run_requests),
+        ranged.new_partition or snapshot.new_partition,
+        None,
+        ranged.retired,
+    )
+
+
+def _range_lane(
+    instance: DagsterInstance,
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    sync: SourceSync,
+    flight: InFlight,
+    last_added: float | None,
+) -> Tick:
+    """The next range run of the tables that have a snapshot and no run in flight."""
+    if flight.range_run is not None:
+        run = flight.range_run
+        reason = (
+            f"run {run.run_id} ({run.tags.get(PARTITION_RUN_TAG, '?')}) of {source.name} "
+            "is in progress"
+        )
+        return Tick((), None, reason, blocked_by=run.run_id)
+    snapshots = {
+        t: snap
+        for t in source.tables
+        if t not in flight.busy and (snap := sync[t].snapshot) is not None
+    }
+    if not snapshots:
+        return _skip_tick("no table has a snapshot yet")
 
     # the chain's end from the newest keys only: a tick costs the same at 10 or 100k partitions
     ranges = recent_ranges(instance, partitions.name)
@@ -386,9 +539,7 @@ def evaluate(
     waiting = ""  # why tables behind wait: said in a skip reason
     if end is not None:
         last = ranges[-1]
-        behind = [
-            t for t, s in snapshots.items() if s and not _range_complete(source, sync, t, last, s)
-        ]
+        behind = [t for t, s in snapshots.items() if not _range_complete(source, sync, t, last, s)]
         if behind:
             decided, waiting = _catch_up(
                 instance, source, partitions, behind, snapshots, last, sync
@@ -398,7 +549,7 @@ def evaluate(
             # the tables behind wait for their retry; the others keep syncing
         start = end
     else:
-        start = min(s.replay_from for s in snapshots.values() if s)
+        start = min(s.replay_from for s in snapshots.values())
 
     conn = source.connect()
     try:
@@ -406,17 +557,15 @@ def evaluate(
         if maximum <= start:
             return _skip(waiting, f"max LSN {maximum.hex} has not moved past {start.hex}")
         if end is None:
-            needed = max(s.snapshot_lsn for s in snapshots.values() if s)
+            needed = max(s.snapshot_lsn for s in snapshots.values())
             if maximum < needed:
-                return Tick(
-                    None,
-                    None,
+                return _skip_tick(
                     f"waiting for capture to reach the snapshot LSN {needed.hex} "
-                    f"(max LSN {maximum.hex})",
+                    f"(max LSN {maximum.hex})"
                 )
         interval = source.config.sync.min_range_interval_seconds
-        now = dt.datetime.now(dt.UTC).timestamp()
-        if interval and last_added is not None and now - last_added < interval:
+        moment = now()
+        if interval and last_added is not None and moment - last_added < interval:
             return _skip(waiting, f"the previous range was added less than {interval} s ago")
         next_range = plan_next_range(
             conn, start, source.config.sync.max_transactions_per_range, maximum=maximum
@@ -431,12 +580,31 @@ def evaluate(
             next_range = LsnRange(start, maximum)
         if next_range is None:
             return _skip(waiting, f"no transaction was captured after {start.hex}")
-        healthy = [t for t in source.tables if t not in behind and snapshots[t] is not None]
+        healthy = [t for t in snapshots if t not in behind]
         tables = _tables_to_run(conn, sync, healthy, next_range)
     finally:
         conn.close()
     request = _request(instance, source, next_range.key, tables, mirrors=True)
-    return Tick(request, next_range.key, None, retired)
+    return Tick((request,), next_range.key, None, retired)
+
+
+# dagster-daemon evaluates each sensor at most every 5 s (its loop), whatever the sensor's own
+# minimum interval. A source that asks for a shorter interval is watched within a tick: the
+# evaluation is repeated every ``sensor_interval_seconds`` until a run is due or the daemon's next
+# loop comes, and while a range run is in flight, its end is noticed within RUN_POLL_SECONDS.
+DAEMON_LOOP_SECONDS = 5.0
+RUN_POLL_SECONDS = 0.25
+
+
+def watch_seconds(source: Source) -> float:
+    """How long one tick of ``source``'s sensor keeps watching (0: it evaluates once)."""
+    interval = source.config.sync.sensor_interval_seconds
+    return DAEMON_LOOP_SECONDS - 0.5 if interval < DAEMON_LOOP_SECONDS else 0.0
+
+
+def _still_in_flight(instance: DagsterInstance, run_id: str) -> bool:
+    run = instance.get_run_by_id(run_id)
+    return run is not None and run.status in IN_FLIGHT
 
 
 def build_sync_sensor(
@@ -444,6 +612,9 @@ def build_sync_sensor(
     partitions: DynamicPartitionsDefinition,
     job: UnresolvedAssetJobDefinition,
 ) -> SensorDefinition:
+    interval = float(source.config.sync.sensor_interval_seconds)
+    watch = watch_seconds(source)
+
     @sensor(
         name=sensor_name(source.name),
         job=job,
@@ -454,22 +625,43 @@ def build_sync_sensor(
     )
     def sync(context: SensorEvaluationContext) -> SensorResult | SkipReason:
         cursor = json.loads(context.cursor) if context.cursor else {}
+        deadline = time.monotonic() + watch
+        while True:
+            started = time.monotonic()
+            decided = decide(context, cursor)
+            if isinstance(decided, SensorResult) or started + interval >= deadline:
+                return decided[0] if isinstance(decided, tuple) else decided
+            # nothing to run yet: evaluate again after the interval, or as soon as the range
+            # run in flight ends
+            _, blocked_by = decided
+            while time.monotonic() < min(started + interval, deadline):
+                time.sleep(RUN_POLL_SECONDS)
+                if blocked_by and not _still_in_flight(context.instance, blocked_by):
+                    break
+            if time.monotonic() >= deadline:
+                return decided[0]
+
+    def decide(
+        context: SensorEvaluationContext, cursor: dict
+    ) -> SensorResult | tuple[SkipReason, str | None]:
+        """One evaluation: the runs to request, or why none and the run it waits for."""
         with sensor_lock(context.instance, source.name) as locked:
             if not locked:
-                return SkipReason(f"another evaluation of the {source.name} sensor is running")
+                reason = f"another evaluation of the {source.name} sensor is running"
+                return SkipReason(reason), None
             tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
             if tick.new_partition is not None:  # visible to the next evaluation at once
                 context.instance.add_dynamic_partitions(partitions.name, [tick.new_partition])
             retire(context.instance, partitions.name, tick.retired)
-        if tick.run_request is None:
-            return SkipReason(tick.skip_reason)
+        if not tick.run_requests:
+            return SkipReason(tick.skip_reason), tick.blocked_by
         requests = []
         if tick.new_partition is not None:
             requests.append(partitions.build_add_request([tick.new_partition]))
             cursor["last_added"] = dt.datetime.now(dt.UTC).timestamp()
             cursor["last_key"] = tick.new_partition
         return SensorResult(
-            run_requests=[tick.run_request],
+            run_requests=list(tick.run_requests),
             dynamic_partitions_requests=requests,
             cursor=json.dumps(cursor),
         )

@@ -12,7 +12,10 @@ a small Delta table with a row per table:
   last Delta commit recorded; ``mirror_at``: where the mirror is — ``mirror_commit``, or later
   when quiet ranges followed it;
 - ``reported_at``: when the mirror was last materialized in Dagster (quiet mirrors are
-  reported again before their freshness policy would call them overdue).
+  reported again before their freshness policy would call them overdue);
+- ``failures`` / ``failed_at`` / ``failure``: how many runs in a row failed for this table alone
+  (its snapshot, its range or its mirror), when the last one did and why: the sensor retries
+  the table on its own schedule, the pause growing with ``failures`` (:mod:`.table_failures`).
 
 The tables' own Delta commits stay the truth: the state is written after them, so it may lag
 behind them (a run killed in between), never run ahead. :func:`mirror_at` combines the two for
@@ -58,6 +61,9 @@ class TableSync:
     mirror_at: Lsn | None = None
     mirror_rows: int | None = None
     reported_at: float | None = None
+    failures: int = 0
+    failed_at: float | None = None
+    failure: str | None = None
 
     @property
     def mirror_built(self) -> bool:
@@ -74,6 +80,9 @@ class TableSync:
 
     def to_json(self) -> str:
         data: dict[str, Any] = asdict(self)
+        if not self.failures:  # a healthy table's row as it always was
+            for name in ("failures", "failed_at", "failure"):
+                del data[name]
         for name in ("mirror_commit", "mirror_at"):
             value = getattr(self, name)
             data[name] = value.hex if value is not None else None
@@ -113,6 +122,9 @@ class TableSync:
             mirror_at=lsn("mirror_at"),
             mirror_rows=data.get("mirror_rows"),
             reported_at=data.get("reported_at"),
+            failures=data.get("failures") or 0,
+            failed_at=data.get("failed_at"),
+            failure=data.get("failure"),
         )
 
 

@@ -27,7 +27,7 @@ from dagster._core.definitions.sensor_definition import SensorExecutionData
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.config import MaintenancePolicy, parse_config
+from cdc_assets.config import MaintenancePolicy, ProjectConfig, parse_config
 from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.in_process import (
     QUIET_RUN_CONFIG,
@@ -60,6 +60,13 @@ class SyncHarness:
     spark: SparkSession
     cursor: str | None = None
     results: list[ExecuteInProcessResult] = field(default_factory=list)
+    config: ProjectConfig | None = None
+
+    def reload(self) -> None:
+        """The code location loaded again: the source's captured tables discovered anew."""
+        assert self.config is not None
+        self.source = load_source(self.source.config, self.config.storage.base_path)
+        self.defs = build_definitions(self.config, [self.source])
 
     @property
     def job_name(self) -> str:
@@ -97,12 +104,15 @@ class SyncHarness:
 
     def sync(self, *, limit: int = 50) -> int:
         """Tick and execute until the sensor has nothing to do; the number of runs."""
-        for runs in range(limit):
+        runs = 0
+        for _ in range(limit):
             data = self.tick()
             if not data.run_requests:
                 return runs
-            result = self.execute(data.run_requests[0])
-            assert_succeeded(result)
+            for request in data.run_requests:  # a snapshot run and a range run go side by side
+                result = self.execute(request)
+                assert_succeeded(result)
+                runs += 1
         raise AssertionError(f"the sensor still requests runs after {limit} runs")
 
     def next_range(self, steps: int = 4) -> LsnRange:
@@ -306,7 +316,7 @@ def make_harness(
             source, config=source.config.model_copy(update={"maintenance": maintenance})
         )
     defs = build_definitions(config, [source])
-    return SyncHarness(db, source, defs, instance, workload, spark)
+    return SyncHarness(db, source, defs, instance, workload, spark, config=config)
 
 
 # Dagster's SQLite event log commits, and syncs, each event: ~8 ms on this disk, ~4 ms in memory,
