@@ -66,6 +66,7 @@ from .chain import (
     retire,
 )
 from .health_checks import CAPTURE_HEALTH
+from .io_manager import is_source_level
 from .mirror import mirror_state
 from .names import (
     CATCH_UP_TAG,
@@ -439,6 +440,14 @@ def evaluate(
     return Tick(request, next_range.key, None, retired)
 
 
+def unreachable_reason(source: Source, exc: SqlServerError) -> str:
+    """The skip reason of a tick whose source could not be reached (or refused the login)."""
+    return (
+        f"source {source.name!r} is unreachable: {exc} Its assets stay as last recorded; the "
+        "sync resumes where the chain ends once the source answers."
+    )
+
+
 def build_sync_sensor(
     source: Source,
     partitions: DynamicPartitionsDefinition,
@@ -457,7 +466,12 @@ def build_sync_sensor(
         with sensor_lock(context.instance, source.name) as locked:
             if not locked:
                 return SkipReason(f"another evaluation of the {source.name} sensor is running")
-            tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
+            try:
+                tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
+            except SqlServerError as exc:
+                if not is_source_level(exc):
+                    raise
+                return SkipReason(unreachable_reason(source, exc))
             if tick.new_partition is not None:  # visible to the next evaluation at once
                 context.instance.add_dynamic_partitions(partitions.name, [tick.new_partition])
             retire(context.instance, partitions.name, tick.retired)
