@@ -50,7 +50,8 @@ COMMANDS: dict[str, How] = {
     ),
     ".venv/bin/dg check defs": How(
         "run",
-        expect=r"All component YAML validated successfully\.\nAll definitions loaded successfully\.",
+        expect=r"All component YAML validated successfully\.\n"
+        r"All definitions loaded successfully\.",
     ),
     "cp deploy/.env.example deploy/.env": How(
         "skip", reason="a step of the Docker Compose setup, which needs Docker (see below)"
