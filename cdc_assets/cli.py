@@ -606,6 +606,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(handler=_cmd_check)
 
+    convert = commands.add_parser(
+        "convert",
+        help="write a cdc_assets.yaml's sources as dg component instances (one defs.yaml each)",
+    )
+    convert.add_argument(
+        "config",
+        type=Path,
+        nargs="?",
+        metavar="CONFIG",
+        help="the config file ($CDC_ASSETS_CONFIG, else ./cdc_assets.yaml)",
+    )
+    convert.add_argument(
+        "--to",
+        type=Path,
+        required=True,
+        metavar="DEFS_DIR",
+        help="the dg project's defs folder: <DEFS_DIR>/<source>/defs.yaml is written per source",
+    )
+    convert.add_argument(
+        "--project-root",
+        type=Path,
+        default=Path("."),
+        help="the dg project's root (relative paths are rewritten relative to it; default: .)",
+    )
+    convert.set_defaults(handler=_cmd_convert)
+
     demo = commands.add_parser(
         "demo", help="continuous sync of the demo source, verified (--headless: one process)"
     )
@@ -631,15 +657,37 @@ def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
     from cdc_assets.dagster.code_location import CodeLocationError, load_definitions
 
     try:
-        _defs, sources = load_definitions(args.config)
+        _defs, sources, components = load_definitions(args.config)
     except CodeLocationError as exc:
         raise UsageError(str(exc)) from None
     found = "; ".join(
-        f"source {s.name!r}: {len(s.tables)} tables"
+        f"source {s.name!r}: "
+        + (f"unreachable ({c.unreachable}), as recorded: " if c.unreachable else "")
+        + f"{len(s.tables)} tables"
         f" ({', '.join(f'{t.schema}.{t.name}' for t in s.tables) or 'none'})"
-        for s in sources
+        for s, c in zip(sources, components, strict=True)
     )
     out.write(f"{config_path(args.config)}: ok; {found}\n")
+    return 0
+
+
+def _cmd_convert(args: argparse.Namespace, out: IO[str]) -> int:
+    """A cdc_assets.yaml as component instances; one line per file written, then what next."""
+    from cdc_assets.config import ConfigError, config_path
+    from cdc_assets.config_convert import convert
+
+    try:
+        written = convert(args.config, args.to, args.project_root.resolve())
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    for item in written:
+        out.write(f"wrote {item.path}: source {item.source!r} as cdc_assets.SqlServerCdcSource\n")
+    out.write(
+        f"{config_path(args.config)} was left as it was; the project loads the new defs.yaml "
+        "files (check them: dg check defs). cdc_assets.definitions loads a cdc_assets.yaml "
+        "instead of its defs folder while CDC_ASSETS_CONFIG names one or one is in the working "
+        "directory.\n"
+    )
     return 0
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "DsnConfig",
     "ProjectConfig",
     "SnapshotPolicy",
+    "SourceComponentConfig",
     "SourceConfig",
     "SparkConfig",
     "StorageConfig",
@@ -66,6 +67,7 @@ __all__ = [
     "TableSelection",
     "load_config",
     "parse_config",
+    "parse_source_component",
 ]
 
 CONFIG_ENV = "CDC_ASSETS_CONFIG"
@@ -396,6 +398,30 @@ class ProjectConfig(_Model):
         )
 
 
+class SourceComponentConfig(SourceConfig):
+    """The attributes of one ``cdc_assets.SqlServerCdcSource`` component (a ``defs.yaml``): one
+    source's settings as in ``sources:`` of ``cdc_assets.yaml``, and where its assets are stored
+    and computed. Every source of one Dagster project gives the same ``storage`` and ``spark``
+    (they become the project's shared ``pyspark`` and IO manager resources)."""
+
+    storage: StorageConfig = Field(description="Where the source's Delta tables are stored.")
+    spark: SparkConfig = Field(
+        default=SparkConfig(), description="The Spark the runs read, write and merge with."
+    )
+    examples: tuple[Literal["daily_orders"], ...] = Field(
+        default=(),
+        description="Example assets built on this source's mirrors (the demo's): daily_orders, "
+        "a daily aggregate of dbo.orders written with Spark.",
+    )
+
+    def project(self) -> ProjectConfig:
+        """This source alone as a project configuration (what the definitions are built from)."""
+        source = SourceConfig(**{name: getattr(self, name) for name in SourceConfig.model_fields})
+        return ProjectConfig(
+            sources=(source,), storage=self.storage, spark=self.spark, examples=self.examples
+        )
+
+
 # Settings whose values are never repeated in an error message (they may hold a password).
 _SECRET_PARTS = ("password", "connection_string", "secret", "pwd")
 
@@ -441,11 +467,23 @@ def _where(loc: Sequence[str | int], data: Any) -> str:
     return prefix + (".".join(str(p) for p in parts) or "(top level)")
 
 
-def _describe(error: Mapping[str, Any], data: Any) -> str:
+def _describe(
+    error: Mapping[str, Any],
+    data: Any,
+    *,
+    root: type[BaseModel] | None = None,
+    source: str | None = None,
+) -> str:
+    """One problem in one clause; ``root`` is the model validated (default the project's),
+    ``source`` names the source when ``root`` is one source's (a component's attributes)."""
     loc: Sequence[str | int] = error["loc"]
-    where = _where(loc, data)
+    if source is None:
+        where = _where(loc, data)
+    else:
+        dotted = ".".join(str(p) for p in loc)
+        where = f"source {source!r}: {dotted}" if dotted else f"source {source!r}"
     if error["type"] == "extra_forbidden":
-        known = _fields_at(ProjectConfig, loc[:-1])
+        known = _fields_at(root or ProjectConfig, loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
         return f"{where}: unknown setting; {hint}" if known else f"{where}: unknown setting"
@@ -499,6 +537,32 @@ def parse_config(data: Any, *, base_dir: Path, origin: str) -> ProjectConfig:
         problems = "; ".join(_describe(e, data) for e in exc.errors(include_url=False))
     # Raised outside the except block: the ValidationError (whose text shows the input values,
     # a password among them) must not ride along as the suppressed __context__.
+    raise ConfigError(f"{origin} is not a valid cdc_assets configuration: {problems}")
+
+
+def parse_source_component(data: Any, *, base_dir: Path, origin: str) -> ProjectConfig:
+    """Validate a component's attributes (one source, :class:`SourceComponentConfig`) with the
+    same rules and the same one-line messages as :func:`parse_config`; relative paths are
+    relative to ``base_dir`` (the project's root)."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{origin}: attributes must be a mapping with 'name', 'connection' and 'storage'"
+        )
+    shaped = _resolve_paths({"sources": [data], "storage": data.get("storage")}, base_dir)
+    resolved = dict(shaped["sources"][0])
+    if "storage" in data:
+        resolved["storage"] = shaped["storage"]
+    name = data.get("name")
+    source = name if isinstance(name, str) and name else "(no name)"
+    problems = ""
+    try:
+        return SourceComponentConfig.model_validate(resolved).project()
+    except ValidationError as exc:
+        problems = "; ".join(
+            _describe(e, data, root=SourceComponentConfig, source=source)
+            for e in exc.errors(include_url=False)
+        )
+    # Raised outside the except block (see parse_config): no input values ride along.
     raise ConfigError(f"{origin} is not a valid cdc_assets configuration: {problems}")
 
 

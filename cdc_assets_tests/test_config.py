@@ -16,6 +16,7 @@ from cdc_assets.config import (
     TableSelection,
     load_config,
     parse_config,
+    parse_source_component,
 )
 from cdc_assets.sqlserver import EmulatorSettings, OdbcSettings
 
@@ -113,7 +114,8 @@ def test_environment_variable_names_the_file(
 ) -> None:
     path = write(tmp_path, MINIMAL.replace("name: demo", "name: from_env"), name="other.yaml")
     monkeypatch.setenv(CONFIG_ENV, str(path))
-    monkeypatch.chdir(ROOT)  # a cdc_assets.yaml is here too: the variable must win over it
+    write(tmp_path, MINIMAL.replace("name: demo", "name: in_cwd"))
+    monkeypatch.chdir(tmp_path)  # a cdc_assets.yaml is here too: the variable must win over it
     assert load_config().sources[0].name == "from_env"
     # an explicit path wins over the variable
     assert load_config(write(tmp_path, MINIMAL)).sources[0].name == "demo"
@@ -128,8 +130,13 @@ def test_default_file_in_the_working_directory(
     assert load_config().storage.base_path == str(tmp_path.resolve() / "out" / "storage")
 
 
-def test_project_root_file_is_valid() -> None:
-    config = load_config(ROOT / "cdc_assets.yaml")
+def test_demo_component_instance_is_valid() -> None:
+    """The demo source's defs.yaml (this repository as a dg project): relative paths are
+    relative to the project's root."""
+    path = ROOT / "cdc_assets" / "defs" / "demo" / "defs.yaml"
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert document["type"] == "cdc_assets.SqlServerCdcSource"
+    config = parse_source_component(document["attributes"], base_dir=ROOT, origin=str(path))
     demo = config.source("demo")
     assert demo.connection.emulator is not None
     assert demo.connection.emulator.path == ROOT / ".demo" / "source.db"

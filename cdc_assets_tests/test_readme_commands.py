@@ -48,8 +48,10 @@ COMMANDS: dict[str, How] = {
         expect=r"verified 5 tables at LSN 0x[0-9A-F]{20}: equal\n\Z",
         shorten=("--seconds 30", "--seconds 4"),
     ),
-    ".venv/bin/cdc-assets check cdc_assets.yaml": How(
-        "run", expect=r"cdc_assets\.yaml: ok; source 'demo': 5 tables"
+    ".venv/bin/dg check defs": How(
+        "run",
+        expect=r"All component YAML validated successfully\.\n"
+        r"All definitions loaded successfully\.",
     ),
     "cp deploy/.env.example deploy/.env": How(
         "skip", reason="a step of the Docker Compose setup, which needs Docker (see below)"

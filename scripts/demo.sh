@@ -7,9 +7,9 @@
 #    code location finds every capture instance.
 # 2. Serves the source over TDS on 127.0.0.1:DEMO_TDS_PORT (`cdc-assets emulator serve`): the code
 #    location connects to it as to a real SQL Server (`odbc:` with Microsoft ODBC Driver 18, in
-#    .demo/cdc_assets.yaml, written from cdc_assets.yaml). Starts the workload generator with the
+#    .demo/cdc_assets.yaml, written from the demo's component instance cdc_assets/defs/demo/defs.yaml). Starts the workload generator with the
 #    capture agent in the background (its own process group, status lines in .demo/workload.log).
-# 3. Starts a Spark Connect server (spark.remote in cdc_assets.yaml) that every run attaches to,
+# 3. Starts a Spark Connect server (spark.remote in the demo's defs.yaml) that every run attaches to,
 #    so a run does not start a Spark driver of its own (log in .demo/logs/spark-connect.log).
 # 4. Runs `dagster dev -w workspace.yaml` with the persistent instance DAGSTER_HOME=.demo/dagster_home
 #    (its dagster.yaml is written once) and prints the UI address; the sensor demo_sync_sensor runs
@@ -20,12 +20,12 @@
 # The terminal shows one line per run and Dagster's warnings and errors; Dagster's and Spark's full
 # log goes to .demo/logs/dagster.log. Disk stays bounded: the workload keeps every table near
 # DEMO_MAX_ROWS rows, the emulated CDC cleanup job keeps DEMO_RETENTION_MINUTES of changes, and
-# the job demo_maintenance (every 10 minutes, cdc_assets.yaml) VACUUMs the Delta tables, drops
+# the job demo_maintenance (every 10 minutes, defs.yaml) VACUUMs the Delta tables, drops
 # retired ranges' change rows and deletes old runs.
 # Settings: DEMO_TPS (transactions per second, default 20), DEMO_ROWS (initial rows per table,
 # default 1000), DEMO_MAX_ROWS (default 3000), DEMO_RETENTION_MINUTES (default 10), DEMO_SEED
 # (default 0), DEMO_HOST (default 127.0.0.1), DEMO_PORT (default 3000), DEMO_SPARK_PORT (the Spark
-# Connect server's; default: spark.remote's in cdc_assets.yaml, 15002), DEMO_TDS_PORT (the TDS
+# Connect server's; default: spark.remote's in the demo's defs.yaml, 15002), DEMO_TDS_PORT (the TDS
 # server's, default 14330), CDC_DEMO_SOURCE_PASSWORD (login cdc_reader's; default Demo-Passw0rd).
 set -euo pipefail
 # Started in the background without job control (`make demo &`, a supervisor), this script and
@@ -63,8 +63,8 @@ for tool in "$CLI" "$PY" "$DAGSTER"; do
   fi
 done
 
-# The demo is the project's own configuration (source `demo` on .demo/source.db).
-export CDC_ASSETS_CONFIG="$ROOT/cdc_assets.yaml"
+# The demo is the project's own component instance (source `demo` on .demo/source.db).
+DEMO_DEFS="$ROOT/cdc_assets/defs/demo/defs.yaml"
 export DAGSTER_HOME="$ROOT/.demo/dagster_home"
 # Spark's Python workers must run the venv's interpreter (it has the project's packages).
 export PYSPARK_PYTHON="$ROOT/$PY"
@@ -117,12 +117,13 @@ EOF
 
 # The production path: the code location reaches the source as a real SQL Server — pyodbc and
 # Microsoft ODBC Driver 18 (the PyPI wheel), TLS, a SQL login — to the emulator served over TDS on
-# loopback (`cdc-assets emulator serve`, started below). Its config is cdc_assets.yaml with the
-# `odbc:` connection a user writes for SQL Server, written to .demo/cdc_assets.yaml.
+# loopback (`cdc-assets emulator serve`, started below). Its config is the demo's defs.yaml with
+# the `odbc:` connection a user writes for SQL Server, written as a cdc_assets.yaml to
+# .demo/cdc_assets.yaml (the code location loads the file CDC_ASSETS_CONFIG names).
 TDS_PORT="${DEMO_TDS_PORT:-14330}"
 export CDC_DEMO_SOURCE_PASSWORD="${CDC_DEMO_SOURCE_PASSWORD:-Demo-Passw0rd}"
 DEMO_CONFIG=.demo/cdc_assets.yaml
-"$PY" - "$CDC_ASSETS_CONFIG" "$DEMO_CONFIG" "$TDS_PORT" <<'EOF'
+"$PY" - "$DEMO_DEFS" "$DEMO_CONFIG" "$TDS_PORT" "$ROOT" <<'EOF'
 import sys
 from pathlib import Path
 
@@ -131,10 +132,13 @@ import yaml
 from cdc_assets.sqlserver.odbc_drivers import msodbcsql18_path
 
 source, target, port = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+root = Path(sys.argv[4])  # a component's relative paths are relative to the project's root
 driver = msodbcsql18_path()
 if driver is None:
     sys.exit("demo: Microsoft ODBC Driver 18 (PyPI: mssql-python-odbc) is missing; run 'make setup'")
-data = yaml.safe_load(source.read_text())
+attributes = dict(yaml.safe_load(source.read_text())["attributes"])
+project = {key: attributes.pop(key) for key in ("storage", "spark", "examples") if key in attributes}
+data = {"sources": [attributes], **project}
 for entry in data["sources"]:
     entry["connection"] = {
         "odbc": {
@@ -149,7 +153,7 @@ for entry in data["sources"]:
         }
     }
 storage = Path(data["storage"]["base_path"])
-data["storage"]["base_path"] = str(storage if storage.is_absolute() else source.parent / storage)
+data["storage"]["base_path"] = str(storage if storage.is_absolute() else root / storage)
 header = f"# Written by scripts/demo.sh from {source} (edit that one): the source over TDS.\n"
 target.write_text(header + yaml.safe_dump(data, sort_keys=False))
 EOF
@@ -331,9 +335,9 @@ if ! alive "$WORKLOAD_PID"; then
   exit 1
 fi
 
-# Warm Spark: the runs attach to this Spark Connect server (spark.remote in cdc_assets.yaml)
+# Warm Spark: the runs attach to this Spark Connect server (spark.remote in the demo's defs.yaml)
 # instead of each starting a Spark driver. Its own process group, stopped by cleanup after Dagster.
-if [ -n "${DEMO_SPARK_PORT:-}" ]; then  # another port than cdc_assets.yaml's spark.remote
+if [ -n "${DEMO_SPARK_PORT:-}" ]; then  # another port than defs.yaml's spark.remote
   export CDC_ASSETS_SPARK_REMOTE="sc://127.0.0.1:$DEMO_SPARK_PORT"
 fi
 if [ -n "${CDC_ASSETS_SPARK_REMOTE:-}" ] ||

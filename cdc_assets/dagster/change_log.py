@@ -230,6 +230,10 @@ def _change_log_step(
         conns = ThreadConnections(source)
         try:
             catalog = discover(conn)  # once per run: capture instances of every table
+            if source.recorder is not None and (
+                note := source.recorder.record(catalog, context.instance)
+            ):
+                context.log.info(note)  # the catalog the definitions load from, kept current
             # One statement (per 200 instances) says which tables have changes in the range;
             # the quiet ones record it without reading the source or counting rows in Spark.
             changed = (

@@ -4,6 +4,8 @@ sensor; shared resources (Spark through dagster-pyspark, the Delta IO manager)."
 
 from __future__ import annotations
 
+from typing import Any
+
 from dagster import (
     AssetCheckKey,
     AssetSelection,
@@ -111,15 +113,27 @@ def source_definitions(source: Source) -> Definitions:
     )
 
 
-def build_definitions(config: ProjectConfig, sources: list[Source] | None = None) -> Definitions:
-    """All sources of ``config`` (discovered now unless ``sources`` is given)."""
-    if sources is None:
-        sources = [load_source(s, config.storage.base_path) for s in config.sources]
+def shared_resources(config: ProjectConfig) -> dict[str, Any]:
+    """The resources every asset of ``config`` uses: Spark and the Delta IO manager."""
     pyspark = spark_resource(config)
-    resources = {
+    return {
         "pyspark": pyspark,
         IO_MANAGER: SparkDeltaIOManager(base_path=str(config.storage.base_path), pyspark=pyspark),
     }
+
+
+def build_definitions(
+    config: ProjectConfig,
+    sources: list[Source] | None = None,
+    *,
+    resources: dict[str, Any] | None = None,
+) -> Definitions:
+    """All sources of ``config`` (discovered now unless ``sources`` is given); ``resources``:
+    those of :func:`shared_resources`, when several definitions must share the same objects."""
+    if sources is None:
+        sources = [load_source(s, config.storage.base_path) for s in config.sources]
+    if resources is None:
+        resources = shared_resources(config)
     examples = build_examples(config.examples, sources)
     return Definitions.merge(
         *(source_definitions(s) for s in sources),

@@ -57,6 +57,7 @@ from dagster import (
 )
 
 from cdc_assets.sqlserver import CaptureHealth, SqlServerError, capture_health
+from cdc_assets.sqlserver.errors import SourceUnreachable
 
 from .source import Source, Table
 
@@ -234,12 +235,20 @@ def _result(table: Table, health: CaptureHealth, source_wide: Assessment) -> Ass
 
 
 def _unreadable(table: Table, exc: Exception) -> AssetCheckResult:
+    if isinstance(exc, SourceUnreachable):
+        description = (
+            f"The source is unreachable, so its capture state cannot be read and nothing syncs: "
+            f"{exc} The assets stay as last recorded; the sync resumes where the chain ends once "
+            "the source answers."
+        )
+    else:
+        description = f"Could not read the capture state of the source: {exc}"
     return AssetCheckResult(
         asset_key=table.change_log_key,
         check_name=CAPTURE_HEALTH,
         passed=False,
         severity=AssetCheckSeverity.ERROR,
-        description=f"Could not read the capture state of the source: {exc}",
+        description=description,
         metadata={"capture_instance": table.instance.name},
     )
 

@@ -4,8 +4,9 @@ config selects, and the store its assets write to."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from dagster import AssetKey
 
@@ -23,6 +24,14 @@ from cdc_assets.sqlserver.dbapi import DbapiConnection
 from .names import change_log_key, mirror_key, source_table_key
 
 log = logging.getLogger(__name__)
+
+
+class CatalogRecorder(Protocol):
+    """Keeps the catalog the definitions are built from up to date (see :mod:`.component`)."""
+
+    def record(self, found: dict[tuple[str, str], SourceTable], instance: Any) -> str | None:
+        """Record ``found`` if it differs from the recorded catalog; what was done, or None."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,8 @@ class Source:
     config: SourceConfig
     tables: tuple[Table, ...]
     storage: str | Path  # a directory or a Hadoop file-system URI
+    # records the catalog a sync run reads when it changed (a component's source); None: not kept
+    recorder: CatalogRecorder | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:

@@ -79,6 +79,7 @@ from .chain import (
     retire,
 )
 from .health_checks import CAPTURE_HEALTH
+from .io_manager import is_source_level
 from .mirror import mirror_state
 from .names import (
     CATCH_UP_TAG,
@@ -607,6 +608,14 @@ def _still_in_flight(instance: DagsterInstance, run_id: str) -> bool:
     return run is not None and run.status in IN_FLIGHT
 
 
+def unreachable_reason(source: Source, exc: SqlServerError) -> str:
+    """The skip reason of a tick whose source could not be reached (or refused the login)."""
+    return (
+        f"source {source.name!r} is unreachable: {exc} Its assets stay as last recorded; the "
+        "sync resumes where the chain ends once the source answers."
+    )
+
+
 def build_sync_sensor(
     source: Source,
     partitions: DynamicPartitionsDefinition,
@@ -649,7 +658,12 @@ def build_sync_sensor(
             if not locked:
                 reason = f"another evaluation of the {source.name} sensor is running"
                 return SkipReason(reason), None
-            tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
+            try:
+                tick = evaluate(context.instance, source, partitions, cursor.get("last_added"))
+            except SqlServerError as exc:
+                if not is_source_level(exc):
+                    raise
+                return SkipReason(unreachable_reason(source, exc)), None
             if tick.new_partition is not None:  # visible to the next evaluation at once
                 context.instance.add_dynamic_partitions(partitions.name, [tick.new_partition])
             retire(context.instance, partitions.name, tick.retired)

@@ -1,5 +1,6 @@
-"""The code location ``workspace.yaml`` names: it loads from a config file (``CDC_ASSETS_CONFIG``)
-under ``dagster definitions validate``, a bad config fails it naming the field, and the definitions
+"""The code location ``workspace.yaml`` (and ``dg``) names, configured the earlier way: it loads a
+config file (``CDC_ASSETS_CONFIG``) under ``dg check defs``, a bad config fails it naming the
+field, a source that has never answered fails it saying it must answer once, and the definitions
 hold per demo table the source, change-log and mirror assets, the change-log checks, the sync job
 and its sensor (running by default)."""
 
@@ -29,8 +30,8 @@ from cdc_assets.dagster.names import (
 from cdc_assets.emulator.workload import DEMO_TABLES, create_demo_database
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKSPACE = ROOT / "workspace.yaml"
 DAGSTER = Path(sys.executable).parent / "dagster"
+DG = Path(sys.executable).parent / "dg"
 SOURCE = "demo"
 
 
@@ -71,9 +72,14 @@ def demo_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _validate(config: Path, dagster_home: Path) -> subprocess.CompletedProcess[str]:
     dagster_home.mkdir(exist_ok=True)
     (dagster_home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
-    env = dict(os.environ, CDC_ASSETS_CONFIG=str(config), DAGSTER_HOME=str(dagster_home))
+    env = dict(
+        os.environ,
+        CDC_ASSETS_CONFIG=str(config),
+        DAGSTER_HOME=str(dagster_home),
+        VIRTUAL_ENV=str(ROOT / ".venv"),
+    )
     return subprocess.run(
-        [str(DAGSTER), "definitions", "validate", "-w", str(WORKSPACE)],
+        [str(DG), "check", "defs"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -117,7 +123,8 @@ def test_load_errors_are_one_line_from_the_ui_and_the_cli(tmp_path: Path) -> Non
         "sync.sensor_intervall_seconds: unknown setting; did you mean 'sensor_interval_seconds'?",
         absent: f"{absent}: source 'shop': The emulated source {missing} does not exist. Hint: "
         f"Create it with 'make demo' (the demo's .demo/source.db) or "
-        f"'cdc-assets emulator create {missing}'.",
+        f"'cdc-assets emulator create {missing}'. (the source has not answered since it was "
+        "configured: it must answer once so that its captured tables are recorded)",
     }
     for config, line in expected.items():
         result = _validate(config, tmp_path / "dagster_home")
