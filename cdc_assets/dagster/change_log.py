@@ -77,6 +77,7 @@ from .metadata import asset_tags, table_metadata
 from .names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .quiet_ranges import quiet_tables, record_quiet
+from .range_order import wait_for_earlier_ranges
 from .source import Source, Table
 from .sync_state import SourceSync
 from .table_failures import cleared, record_failures
@@ -149,8 +150,10 @@ def _change_log_step(
     def events(
         context: AssetExecutionContext,
     ) -> Iterator[Output | AssetCheckResult | AssetMaterialization]:
-        spark = context.resources.pyspark.spark_session
         lsn_range = parse_partition(context.partition_key)
+        if lsn_range is not None:  # the runs of earlier ranges first (:mod:`.range_order`)
+            wait_for_earlier_ranges(context.instance, source.name, context.run, context.log.info)
+        spark = context.resources.pyspark.spark_session
         selected = [by_key[k] for k in context.selected_asset_keys if k in by_key]
         # the keys back to this range's start (its predecessor), not all of them
         ranges = (

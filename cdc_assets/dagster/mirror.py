@@ -57,6 +57,7 @@ from .metadata import (
 )
 from .names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
+from .range_order import wait_for_earlier_ranges
 from .source import Source, Table
 from .sync_state import SourceSync, TableSync, describes, mirror_at, now, with_mirror
 from .table_failures import cleared, record_failures
@@ -366,6 +367,7 @@ def _mirror_step(
         if lsn_range is None:
             context.log.info("mirrors move with range partitions; 'snapshot' has nothing to apply")
             return
+        wait_for_earlier_ranges(context.instance, source.name, context.run, context.log.info)
         spark = context.resources.pyspark.spark_session
         # the range keys back to where a mirror is (usually one page), read once per run
         ranges = RangeReader(context.instance, partitions.name)

@@ -46,14 +46,17 @@ from .sync_state import SourceSync, TableSync, now
 
 
 def quiet_instance(
-    found: SourceTable | None, row: TableSync, lsn_range: LsnRange
+    found: SourceTable | None, row: TableSync, lsn_range: LsnRange, *, ahead: bool = False
 ) -> CaptureInstance | None:
     """The capture instance whose change rows tell whether the table changed in the range, if
-    the table may be recorded quiet at all: its mirror is built and at the range's start, and
-    no newer instance than its snapshot's exists."""
+    the table may be recorded quiet at all: its mirror is built and at the range's start (or,
+    ``ahead``, before it: the run of the range before is in flight), and no newer instance
+    than its snapshot's exists."""
     if found is None or row.snapshot is None or not row.mirror_built:
         return None
-    if row.mirror_at != lsn_range.lo:
+    if row.mirror_at != lsn_range.lo and not (
+        ahead and row.mirror_at is not None and row.mirror_at < lsn_range.lo
+    ):
         return None
     current = found.current_instance
     taken_with = row.snapshot.capture_instance

@@ -95,18 +95,12 @@ from .names import (
     sensor_name,
 )
 from .quiet_ranges import REPORT_EVERY_RANGE_UP_TO, quiet_instance
+from .range_order import IN_FLIGHT
 from .sensor_lock import sensor_lock
 from .source import Source, Table
 from .sync_state import SourceSync, now
 from .table_failures import FAILED_TABLES_TAG, seconds_to_wait
 
-IN_FLIGHT = [
-    DagsterRunStatus.QUEUED,
-    DagsterRunStatus.NOT_STARTED,
-    DagsterRunStatus.STARTING,
-    DagsterRunStatus.STARTED,
-    DagsterRunStatus.CANCELING,
-]
 FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 
 
@@ -131,13 +125,18 @@ def _skip_tick(reason: str) -> Tick:
     return Tick((), None, reason)
 
 
+# Range runs of a source in flight at once: one working, the next one starting (queue, process,
+# code location, Spark session) and then waiting for it (:mod:`.range_order`).
+RANGE_RUNS_IN_FLIGHT = 2
+
+
 @dataclass(frozen=True)
 class InFlight:
-    """The source's runs that have not finished: the tables they work on, and the range run
-    among them (one at a time; snapshot runs go beside it, each on tables of its own)."""
+    """The source's runs that have not finished: the tables the snapshot runs among them work
+    on, and the range runs (newest first; snapshot runs go beside them)."""
 
     busy: frozenset[Table]
-    range_run: DagsterRun | None
+    range_runs: tuple[DagsterRun, ...]
 
     @classmethod
     def read(cls, instance: DagsterInstance, source: Source) -> InFlight:
@@ -145,12 +144,13 @@ class InFlight:
             filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=IN_FLIGHT), limit=100
         )
         busy: set[Table] = set()
-        range_run = None
+        ranged = []
         for run in runs:
-            busy |= _selected(source, run)
-            if range_run is None and run.tags.get(PARTITION_RUN_TAG) != SNAPSHOT_PARTITION:
-                range_run = run
-        return cls(frozenset(busy), range_run)
+            if run.tags.get(PARTITION_RUN_TAG) == SNAPSHOT_PARTITION:
+                busy |= _selected(source, run)
+            else:
+                ranged.append(run)
+        return cls(frozenset(busy), tuple(ranged))
 
 
 SNAPSHOT_OF_TABLES = 50  # snapshot runs of at most this many tables name them in a tag
@@ -310,17 +310,25 @@ def _mirrors_wait_for_snapshot(
 
 
 def _tables_to_run(
-    conn: DbapiConnection, sync: SourceSync, tables: list[Table], lsn_range: LsnRange
+    conn: DbapiConnection,
+    sync: SourceSync,
+    tables: list[Table],
+    lsn_range: LsnRange,
+    *,
+    ahead: bool = False,
 ) -> list[Table]:
     """The tables a new range's run works on: those with change rows in it (one statement per
     200 capture instances counts them), those whose mirror must be built or whose capture
     instance changed. The run records the range for the others, quiet, in one write
-    (:mod:`.quiet_ranges`). When every table is quiet, the first one runs: the chain moves on."""
+    (:mod:`.quiet_ranges`). When every table is quiet, the first one runs: the chain moves on.
+    ``ahead``: the run of the range before is still in flight, so a mirror not yet at the
+    range's start is not a reason to run the table (it will be, or is caught up later)."""
     catalog = discover(conn)
     counted = {}
     run = set()
     for table in tables:
-        instance = quiet_instance(catalog.get((table.schema, table.name)), sync[table], lsn_range)
+        found = catalog.get((table.schema, table.name))
+        instance = quiet_instance(found, sync[table], lsn_range, ahead=ahead)
         if instance is None:
             run.add(table)
         else:
@@ -517,14 +525,11 @@ def _range_lane(
     flight: InFlight,
     last_added: float | None,
 ) -> Tick:
-    """The next range run of the tables that have a snapshot and no run in flight."""
-    if flight.range_run is not None:
-        run = flight.range_run
-        reason = (
-            f"run {run.run_id} ({run.tags.get(PARTITION_RUN_TAG, '?')}) of {source.name} "
-            "is in progress"
-        )
-        return Tick((), None, reason, blocked_by=run.run_id)
+    """The next range run of the tables that have a snapshot and no snapshot run in flight.
+    While a range run is in flight, the next range's run may be asked for already
+    (:func:`_range_ahead`)."""
+    if flight.range_runs:
+        return _range_ahead(instance, source, partitions, sync, flight)
     snapshots = {
         t: snap
         for t in source.tables
@@ -587,6 +592,51 @@ def _range_lane(
         conn.close()
     request = _request(instance, source, next_range.key, tables, mirrors=True)
     return Tick((request,), next_range.key, None, retired)
+
+
+def _range_ahead(
+    instance: DagsterInstance,
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    sync: SourceSync,
+    flight: InFlight,
+) -> Tick:
+    """The next range's run while the run of the chain's last range is still in flight: its
+    fixed costs (queue, process start, code location, Spark session) pass while that run
+    works, and its steps wait for it (:mod:`.range_order`), so every table applies its ranges
+    in order. Its tables are those that changed in the range (and those whose mirror must be
+    built), whatever the run in flight leaves them at; what is not done then (a table the run
+    in flight failed) is caught up once nothing is in flight."""
+    newest = flight.range_runs[0]
+    in_progress = (
+        f"run {newest.run_id} ({newest.tags.get(PARTITION_RUN_TAG, '?')}) of {source.name} is "
+        "in progress"
+    )
+    blocked = Tick((), None, in_progress, blocked_by=newest.run_id)
+    if len(flight.range_runs) >= RANGE_RUNS_IN_FLIGHT:  # the oldest's end frees a place
+        return replace(blocked, blocked_by=flight.range_runs[-1].run_id)
+    ranges = recent_ranges(instance, partitions.name)
+    end = chain_end(ranges)
+    if end is None or newest.tags.get(PARTITION_RUN_TAG) != ranges[-1].key:
+        return blocked  # a first range, a catch-up or a rerun: nothing runs ahead of it
+    tables = [t for t in source.tables if t not in flight.busy and sync[t].snapshot is not None]
+    conn = source.connect()
+    try:
+        maximum = get_max_lsn(conn)
+        if maximum <= end:
+            reason = f"{in_progress}; max LSN {maximum.hex} has not moved past {end.hex}"
+            return replace(blocked, skip_reason=reason)
+        next_range = plan_next_range(
+            conn, end, source.config.sync.max_transactions_per_range, maximum=maximum
+        )
+        if next_range is None:
+            reason = f"{in_progress}; no transaction was captured after {end.hex}"
+            return replace(blocked, skip_reason=reason)
+        tables = _tables_to_run(conn, sync, tables, next_range, ahead=True)
+    finally:
+        conn.close()
+    request = _request(instance, source, next_range.key, tables, mirrors=True)
+    return Tick((request,), next_range.key, None)
 
 
 # dagster-daemon evaluates each sensor at most every 5 s (its loop), whatever the sensor's own

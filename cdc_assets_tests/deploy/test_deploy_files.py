@@ -10,8 +10,8 @@ Kubernetes, SQL Server or Spark (no container can run here).
 - the Dockerfile installs the system packages ``scripts/setup.sh`` installs, copies files that
   exist, installs the project, and pins the Dagster libraries the project pins;
 - the Helm values use the chart's keys, deploy the project's module as a user code deployment
-  whose password comes from a Secret, and queue range runs one at a time per source
-  (``cdc_assets/range_lane``), snapshot runs beside them;
+  whose password comes from a Secret, and queue range runs two at a time per source
+  (``cdc_assets/range_lane``: one working, the next starting), snapshot runs beside them;
 - ``deploy/cdc_assets.production.yaml`` is valid for the project's own parser and names the
   compose services, the database and login ``deploy/sqlserver/init.sql`` creates, the shared
   storage volume and the Spark master;
@@ -835,13 +835,13 @@ def test_helm_user_deployment(helm: dict[str, Any], production: ProjectConfig) -
     assert "persistentVolumeClaim" in volumes[storage], "the asset store is a shared volume"
 
 
-def test_helm_range_runs_are_queued_one_per_source(helm: dict[str, Any]) -> None:
+def test_helm_range_runs_are_queued_two_per_source(helm: dict[str, Any]) -> None:
     assert helm["runLauncher"]["type"] == "K8sRunLauncher"
     coordinator = helm["dagsterDaemon"]["runCoordinator"]
     assert coordinator["enabled"] is True
     assert coordinator["type"] == "QueuedRunCoordinator"
     limits = coordinator["config"]["queuedRunCoordinator"]["tagConcurrencyLimits"]
-    expected = {"key": RANGE_LANE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+    expected = {"key": RANGE_LANE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 2}
     assert expected in limits
     if DAGSTER_YAML.is_file():  # the compose stack's instance queues runs the same way
         instance = _yaml(DAGSTER_YAML)["run_coordinator"]["config"]
