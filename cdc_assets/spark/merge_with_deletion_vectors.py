@@ -19,12 +19,13 @@ mirror on a local file system (:data:`DRIVER_MERGE_ROWS` change rows, keys in fi
 5. one commit: each touched file removed with its old vector and added with the new one, the new
    files added, the mirror's properties as ``userMetadata`` and Spark's operation metrics.
 
-Nothing is committed, and None returned so that Spark merges, when the table has a feature this
-module does not write (only deletion vectors, Change Data Feed, timestampNtz and the implied
-legacy features are), partitions, columns stored otherwise, a checkpoint it does not read, or
-when another writer committed the same version first. A commit that would be a checkpoint
-version (every ``delta.checkpointInterval``) is left to Spark too, which writes the checkpoint:
-so the log keeps its checkpoints however many commits come from here.
+Columns stored otherwise (``time`` as text, names escaped: :mod:`.stored_columns`) are written
+in the form Spark's MERGE writes. Nothing is committed, and None returned so that Spark merges,
+when the table has a feature this module does not write (only deletion vectors, Change Data
+Feed, timestampNtz and the implied legacy features are), partitions, a checkpoint it does not
+read, or when another writer committed the same version first. A commit that would be a
+checkpoint version (every ``delta.checkpointInterval``) is left to Spark too, which writes the
+checkpoint: so the log keeps its checkpoints however many commits come from here.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
-from pyspark.sql import types as T
 
 from . import deletion_vectors, delta_log
 from .asset_store import (
@@ -53,10 +53,10 @@ from .asset_store import (
     RowsInDriver,
     is_local,
     local_path,
-    stored_otherwise,
     to_json,
 )
 from .mirror_merge import DELETE, OPERATION, last_changes_as
+from .stored_columns import encode_rows, stored_name
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +112,11 @@ def merge_keyed(
     if (state.version + 1) % _checkpoint_interval(state) == 0:
         return None  # Spark's commit writes the checkpoint
     started = time.perf_counter()
-    schema_json = json.loads(state.metadata["schemaString"])
-    if stored_otherwise(T.StructType.fromJson(schema_json)):
-        return None
     target = _arrow_schema(state.metadata["schemaString"])
-    source = last_changes_as(target, changes.read(), key_columns, snapshot_lsn, OPERATION)
+    # the changes and keys as the mirror stores them (time as text, names escaped)
+    key_columns = [stored_name(k) for k in key_columns]
+    stored = encode_rows(changes.schema, changes.read())
+    source = last_changes_as(target, stored, key_columns, snapshot_lsn, OPERATION)
     keys = source.select(list(key_columns)).append_column(
         _MATCH, pa.array(range(len(source)), pa.int64())
     )

@@ -34,7 +34,6 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from cdc_assets.lsn import Lsn
 
@@ -46,12 +45,8 @@ from .asset_store import (
     NotPublished,
     Published,
     RowsInDriver,
-    decode_from_delta,
-    encode_for_delta,
     is_local,
     sql_name,
-    stored_name,
-    stored_otherwise,
     to_json,
     user_metadata,
     without_user_metadata,
@@ -68,6 +63,7 @@ from .mirror_merge import (
     net_counts,
 )
 from .session import write_parallelism
+from .stored_columns import decode_from_delta, encode_for_delta, encode_rows, stored_name
 
 log = logging.getLogger(__name__)
 
@@ -281,8 +277,9 @@ def merge_keyed_in_driver(
     its ``DRIVER_MERGE_ROWS``); a small one (``mirror_rows``, known, and ``change_rows`` at most
     :data:`.asset_store.DRIVER_WRITE_ROWS`) without them is merged by delta-rs, which writes none
     and rewrites the few files a change touches. None, and nothing committed, where Spark must
-    merge: a mirror on another file system, a large one without deletion vectors, with columns
-    stored otherwise than they are, or a commit that lost to a concurrent one."""
+    merge: a mirror on another file system, a large one without deletion vectors, or a commit
+    that lost to a concurrent one. ``changes`` has the columns as the source has them; columns
+    stored otherwise (:mod:`.stored_columns`) are merged in the form Spark's MERGE stores."""
     from deltalake import CommitProperties
     from deltalake.exceptions import DeltaError
 
@@ -306,13 +303,13 @@ def merge_keyed_in_driver(
         return None
     if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
         return None
-    if stored_otherwise(T.StructType.fromJson(json.loads(table.schema().to_json()))):
-        return None  # time columns, escaped names
     target = pa.schema(table.schema().to_arrow())
-    source = last_changes_as(target, changes.read(), key_columns, snapshot_lsn, ACTION)
+    keys = [stored_name(k) for k in key_columns]
+    stored = encode_rows(changes.schema, changes.read())
+    source = last_changes_as(target, stored, keys, snapshot_lsn, ACTION)
     columns = target.names
     text = to_json(properties)
-    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in key_columns)
+    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
     merger = table.merge(
         source=source,
         predicate=on,
@@ -320,7 +317,7 @@ def merge_keyed_in_driver(
         target_alias="t",
         commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
     ).when_matched_delete(predicate=f"s.{_q(ACTION)} = {DELETE}")
-    others = [c for c in columns if c not in key_columns]
+    others = [c for c in columns if c not in keys]
     if others:
         merger = merger.when_matched_update(updates={_q(c): f"s.{_q(c)}" for c in others})
     merger = merger.when_not_matched_insert(
