@@ -5,9 +5,9 @@ Spark's MERGE of ten changes into a mirror of ten million rows writes a few kilo
 about twenty Spark jobs and their query planning: seconds, whatever the table's size, which is
 what keeps a mirror's freshness and a range's cost from following its changes. delta-rs merges
 in milliseconds but writes no deletion vectors, and a large mirror has them (Spark's MERGE turned
-them on). So for a small range into a
-mirror on a local file system (:data:`DRIVER_MERGE_ROWS` change rows, keys in files of at most
-:data:`DRIVER_SCAN_ROWS` rows), this module makes the commit itself, as the Delta protocol says:
+them on). So for a small range (:data:`.mirror_store.DRIVER_MERGE_ROWS` change rows) into a
+mirror on a local file system, its keys in files of at most :data:`DRIVER_SCAN_ROWS` rows, this
+module makes the commit itself, as the Delta protocol says:
 
 1. the table's log is read (:mod:`.delta_log`): its live files, their statistics and vectors;
 2. the range's last change per key is computed in Arrow (the same rule as Spark's path);
@@ -78,11 +78,10 @@ WRITER_FEATURES = frozenset(
 UNUSED_FEATURE_MARKS = ("delta.invariants", "delta.generationExpression", "delta.identity")
 READER_FEATURES = frozenset({"deletionVectors", "timestampNtz"})
 CHECKPOINT_INTERVAL = 10  # Delta's default delta.checkpointInterval
-# A range of at most this many change rows is merged here (held in the driver as Arrow) ...
-DRIVER_MERGE_ROWS = 100_000
-# ... when the files that may hold its keys have at most this many rows: the files a change
-# touches are read whole (its old row is the change feed's preimage), so a range spread over a
-# huge table goes to Spark, whose executors read them in parallel.
+# A range (of at most .mirror_store.DRIVER_MERGE_ROWS change rows) is merged here when the files
+# that may hold its keys have at most this many rows: the files a change touches are read whole
+# (its old row is the change feed's preimage), so a range spread over a huge table goes to
+# Spark, whose executors read them in parallel.
 DRIVER_SCAN_ROWS = 10_000_000
 STRING_STATS_PREFIX = 32  # Spark's statistics keep 32 characters of a string
 CHANGE_TYPE = "_change_type"
