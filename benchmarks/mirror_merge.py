@@ -1,25 +1,27 @@
 """Benchmark: a Delta mirror updated in place (``MERGE INTO`` with deletion vectors, what the
 mirror asset does) against rewriting the whole mirror (what the Parquet layout did).
 
-Generates a keyed 7-column mirror of each ``--table-sizes`` size as a Delta table (deletion
-vectors and Change Data Feed on, as the mirrors have) and new ranges of ``--changes`` change rows
-(60 % update before/after images, 25 % inserts of new keys, 15 % deletes, keys spread over the
-table). For each (table, range) it times
+Generates a keyed mirror of each ``--table-sizes`` size as a Delta table (deletion vectors and
+Change Data Feed on, as the mirrors have) and new ranges of ``--changes`` change rows (60 %
+update before/after images, 25 % inserts of new keys, 15 % deletes, keys spread over the table),
+for each kind of table (``--kinds``): ``plain``, 7 columns of mixed types, and ``stored-otherwise``,
+the same with a ``time`` column and a name with a space (``item name``), which Delta stores
+otherwise (as text, escaped). For each (kind, table, range) it times
 
-- merge: the range's last change per key merged into the table as the mirror asset merges it,
-  committed with its properties, and the bytes it wrote (Delta's operation metrics): a range of
-  at most ``DRIVER_MERGE_ROWS`` rows in the driver (deletion vectors written there,
-  ``merge_with_deletion_vectors``; the mean of ten ranges, one of which Spark merges because its
-  version is a checkpoint's), a bigger one by Spark's ``MERGE INTO`` (``mirror_store.merge_keyed``)
-  with the key condition that lets Delta skip the files no change touches. The mirror is written
-  as a snapshot's rebuild writes it (clustered by key in files of
-  ``key_clustering.ROWS_PER_FILE`` rows);
+- merge: the range, written as a change-log partition (not timed), applied as the mirror asset
+  applies it: ``mirror_store.apply``, the function the asset calls, which merges a range of at
+  most ``DRIVER_MERGE_ROWS`` rows in the driver (deletion vectors written there; the mean of ten
+  ranges, one of which Spark merges because its version is a checkpoint's) and a bigger one by
+  Spark's ``MERGE INTO`` with the key condition that lets Delta skip the files no change
+  touches; and the bytes it wrote (Delta's operation metrics). The mirror is written as a
+  snapshot's rebuild writes it (clustered by key in files of ``key_clustering.ROWS_PER_FILE``
+  rows);
 - rewrite: ``mirror_merge.merge_keyed`` (current table ∪ changes, the last change per key wins)
   written whole as a new Delta version, and its bytes.
 
-Prints seconds, bytes and merge/rewrite. Targets: 10 changes into 10M rows at least 20× faster
-than the rewrite; 100k changes into 1M rows at most 0.2× (the rewrite costs no more than a
-recomputation from the snapshot, so the target holds against that too).
+Prints seconds, bytes and merge/rewrite. Targets, for each kind: 10 changes into 10M rows at
+least 20× faster than the rewrite; 100k changes into 1M rows at most 0.2× (the rewrite costs no
+more than a recomputation from the snapshot, so the target holds against that too).
 
     .venv/bin/python benchmarks/mirror_merge.py            # 1M and 10M rows, 10/1k/100k changes
     .venv/bin/python benchmarks/mirror_merge.py --quick    # 100k and 1M rows
@@ -41,9 +43,9 @@ from _common import machine_line
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.spark import mirror_store
-from cdc_assets.spark.asset_store import AssetStore, RowsInDriver
-from cdc_assets.spark.merge_with_deletion_vectors import DRIVER_MERGE_ROWS
+from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.mirror_merge import merge_keyed
+from cdc_assets.spark.mirror_store import DRIVER_MERGE_ROWS
 
 LSN_WIDTH = 20  # hex digits of a binary(10) LSN
 DATA = """
@@ -56,18 +58,39 @@ DATA = """
     id % 3 = 0 AS active,
     unhex(lpad(hex(id * 2654435761), 16, '0')) AS payload
 """
+# a SQL Server time(7) column as the source reads it (Spark's time(6)), a second's fraction
+# that differs per row and per version
+PICKED_AT = """
+    CASE WHEN id % 11 = 0 THEN NULL ELSE CAST(concat(lpad(CAST(id % 24 AS STRING), 2, '0'), ':',
+         lpad(CAST((id + {v}) % 60 AS STRING), 2, '0'), ':', lpad(CAST(id * 7 % 60 AS STRING), 2,
+         '0'), '.', lpad(CAST(id * 7919 % 1000000 AS STRING), 6, '0')) AS TIME(6)) END
+         AS `picked at`
+"""
+PLAIN = "plain"
+STORED_OTHERWISE = "stored-otherwise"
+KINDS = (PLAIN, STORED_OTHERWISE)
+
+
+def data_columns(kind: str, version: int) -> list[str]:
+    """The select list of a mirror's columns of ``kind`` at ``version``."""
+    columns = [c.strip() for c in _split(DATA.format(v=version))]
+    if kind == STORED_OTHERWISE:
+        columns = [c.replace(" AS name", " AS `item name`") for c in columns]
+        columns.append(PICKED_AT.format(v=version).strip())
+    return columns
+
+
+def column_names(kind: str) -> list[str]:
+    plain = ["id", "qty", "price", "name", "created", "active", "payload"]
+    return plain if kind == PLAIN else [*plain[:3], "item name", *plain[4:], "picked at"]
 
 
 def _lsn(expr: str) -> str:
     return f"unhex(lpad(hex({expr}), {LSN_WIDTH}, '0'))"
 
 
-def table_frame(spark: SparkSession, rows: int, version: int = 0) -> DataFrame:
-    return (
-        spark.range(rows)
-        .selectExpr(*[c.strip() for c in _split(DATA.format(v=version))])
-        .repartition(2)
-    )
+def table_frame(spark: SparkSession, kind: str, rows: int, version: int = 0) -> DataFrame:
+    return spark.range(rows).selectExpr(*data_columns(kind, version)).repartition(2)
 
 
 def _split(text: str) -> list[str]:
@@ -84,13 +107,15 @@ def _split(text: str) -> list[str]:
     return [*parts, current]
 
 
-def changes_frame(spark: SparkSession, count: int, table_rows: int, first_lsn: int) -> DataFrame:
+def changes_frame(
+    spark: SparkSession, kind: str, count: int, table_rows: int, first_lsn: int
+) -> DataFrame:
     """``count`` change rows with LSNs from ``first_lsn``: 60 % update pairs (3 then 4),
     25 % inserts of new keys, 15 % deletes; one transaction per 10 changes."""
     pairs = count * 3 // 10
     inserts = count * 25 // 100
     deletes = count - 2 * pairs - inserts
-    data = [c.strip() for c in _split(DATA.format(v=first_lsn % 7 + 1))]
+    data = data_columns(kind, first_lsn % 7 + 1)
     meta = [
         _lsn(f"{first_lsn} + seq DIV 10") + " AS `__$start_lsn`",
         "CAST(NULL AS INT) AS `__$command_id`",
@@ -114,56 +139,42 @@ def changes_frame(spark: SparkSession, count: int, table_rows: int, first_lsn: i
         f"{2 * pairs + inserts} + id AS seq",
     )
     keyed = updates.unionByName(new_keys).unionByName(gone)
-    return keyed.selectExpr("seq", "op", *data).selectExpr(*meta, *[f"`{c}`" for c in COLUMNS])
+    names = [f"`{c}`" for c in column_names(kind)]
+    return keyed.selectExpr("seq", "op", *data).selectExpr(*meta, *names)
 
 
-COLUMNS = ("id", "qty", "price", "name", "created", "active", "payload")
-
-
-def make_mirror(spark: SparkSession, store: AssetStore, key: list[str], rows: int) -> None:
+def make_mirror(
+    spark: SparkSession, store: AssetStore, key: list[str], kind: str, rows: int
+) -> None:
     """The mirror as a snapshot's rebuild writes it: clustered by key when it is large."""
-    frame = table_frame(spark, rows)
+    frame = table_frame(spark, kind, rows)
     mirror_store.rebuild(
         spark, store, key, frame, {"lsn": "0x" + "0" * 20}, rows, key_columns=["id"]
     )
 
 
 def timed_merge(
-    spark: SparkSession, store: AssetStore, key: list[str], changes: DataFrame, table_rows: int
+    spark: SparkSession,
+    store: AssetStore,
+    key: list[str],
+    changes: DataFrame,
+    table_rows: int,
+    partition: str,
 ) -> tuple[float, int, str]:
-    """The changes merged as the mirror asset merges them: a range of at most
-    ``DRIVER_MERGE_ROWS`` rows in the driver (its rows taken as Arrow, counted here), else, or
-    where the driver declines (every tenth version, which Spark checkpoints), Spark's MERGE with
-    the key condition a mirror of ``table_rows`` gets. Seconds, bytes written (files and
-    deletion vectors) and which of the two merged."""
-    properties = {"lsn": "0x" + "f" * 20}
+    """The changes written as a change-log partition (not timed), then applied as the mirror
+    asset applies them (``mirror_store.apply``, with the mirror's ``table_rows``): seconds,
+    bytes written (files and deletion vectors) and which path merged (the commit's engine)."""
+    change_log = [*key[:-1], key[-1] + "_changes"]
+    count = changes.count()
+    store.write(spark, changes, change_log, partition, lambda _: {"rows": count}, rows=count)
+    ranges = mirror_store.ChangeRanges(tuple(change_log), (partition,), count, ("id",), None)
     started = time.perf_counter()
-    published = None
-    if changes.count() <= DRIVER_MERGE_ROWS:
-        rows = changes.toArrow()
-        published = mirror_store.merge_keyed_in_driver(
-            store,
-            key,
-            RowsInDriver(changes.schema, lambda: rows),
-            key_columns=["id"],
-            snapshot_lsn=None,
-            properties=properties,
-            mirror_rows=table_rows,
-            change_rows=rows.num_rows,
-        )
-    how = "driver" if published is not None else "spark"
-    if published is None:
-        published = mirror_store.merge_keyed(
-            spark,
-            store,
-            key,
-            changes,
-            key_columns=["id"],
-            snapshot_lsn=None,
-            properties=properties,
-            target_rows=table_rows,
-        )
+    published = mirror_store.apply(
+        spark, store, ranges, to=key, properties={"lsn": "0x" + "f" * 20}, mirror_rows=table_rows
+    )
     seconds = time.perf_counter() - started
+    engine = str(store.history(key, limit=1)[0].get("engineInfo", ""))
+    how = "spark" if "Spark" in engine else "driver"
     metrics = published.metrics
     written = metrics.get("numTargetBytesAdded", 0) + _dv_bytes(spark, published)
     return seconds, written, how
@@ -200,58 +211,72 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--table-sizes", default="1000000,10000000", help="mirror rows")
     parser.add_argument("--changes", default="10,1000,100000", help="new range sizes")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="kinds of table (module doc)")
     parser.add_argument("--quick", action="store_true", help="100k and 1M rows")
     args = parser.parse_args(argv)
     table_sizes = [int(x) for x in args.table_sizes.split(",")]
     sizes = [int(x) for x in args.changes.split(",")]
+    kinds = [k for k in args.kinds.split(",") if k]
+    if unknown := set(kinds) - set(KINDS):
+        parser.error(f"unknown kinds {sorted(unknown)}: use {', '.join(KINDS)}")
     if args.quick:
         table_sizes = [100_000, 1_000_000]
     print(machine_line())
     spark, started = _common.spark_session()
     print(f"Spark session started in {started:.1f} s (not counted below)")
-    results: dict[tuple[int, int], tuple[float, int, float, int]] = {}
+    results: dict[tuple[str, int, int], tuple[float, int, float, int]] = {}
     with tempfile.TemporaryDirectory(prefix="cdc_assets_bench_") as directory:
         store = AssetStore(Path(directory))
         print(
-            f"{'table rows':>11}  {'changes':>8}  {'merge s':>8}  {'merge bytes':>12}  "
-            f"{'rewrite s':>9}  {'rewrite bytes':>13}  {'merge/rewrite':>13}  merged by"
+            f"{'table':>16}  {'table rows':>11}  {'changes':>8}  {'merge s':>8}  "
+            f"{'merge bytes':>12}  {'rewrite s':>9}  {'rewrite bytes':>13}  {'merge/rewrite':>13}"
+            "  merged by"
         )
         for table_rows in table_sizes:
-            key = ["mirror", f"t{table_rows}"]
-            t0 = time.perf_counter()
-            make_mirror(spark, store, key, table_rows)
-            print(f"  ({table_rows:,}-row mirror written in {time.perf_counter() - t0:.1f} s)")
-            # warm-up: the first merge of a table pays for code generation and its log's state
-            timed_merge(spark, store, key, changes_frame(spark, 10, table_rows, 1), table_rows)
-            for n in sizes:
-                # a range small enough for the driver is merged ten times (ten versions: one of
-                # them Spark's, which checkpoints): the mean is what a range costs over time
-                repeats = 10 if n <= 1000 else 3 if n <= DRIVER_MERGE_ROWS else 1
-                runs = []
-                for r in range(repeats):
-                    first = 10_000_000 + n + r * 100_000
-                    changes = changes_frame(spark, n, table_rows, first).localCheckpoint()
-                    runs.append(timed_merge(spark, store, key, changes, table_rows))
-                merge_s = sum(r[0] for r in runs) / len(runs)
-                merge_b = sum(r[1] for r in runs) // len(runs)
-                rewrite_s, rewrite_b = timed_rewrite(spark, store, key, changes)
-                results[(table_rows, n)] = (merge_s, merge_b, rewrite_s, rewrite_b)
-                hows = ", ".join(f"{k} {v}" for k, v in sorted(Counter(r[2] for r in runs).items()))
-                spread = [r[0] for r in runs]
-                if len(spread) > 1:
-                    hows += f" (min {min(spread):.2f} s, max {max(spread):.2f} s)"
-                print(
-                    f"{table_rows:>11,}  {n:>8,}  {merge_s:8.2f}  {merge_b:>12,}  "
-                    f"{rewrite_s:9.2f}  {rewrite_b:>13,}  {merge_s / rewrite_s:13.3f}  {hows}"
-                )
-    for (rows, n), target, kind in (
-        ((10_000_000, 10), 1 / 20, "10 changes into 10M rows: merge/rewrite <= 0.05 (>= 20x)"),
-        ((1_000_000, 100_000), 0.2, "100k changes into 1M rows: merge/rewrite <= 0.2"),
-    ):
-        if (rows, n) in results:
-            merge_s, _, rewrite_s, _ = results[(rows, n)]
-            ratio = merge_s / rewrite_s
-            print(f"target {kind}: {ratio:.3f} {'met' if ratio <= target else 'MISSED'}")
+            for kind in kinds:
+                key = ["mirror", f"{kind}_{table_rows}"]
+                t0 = time.perf_counter()
+                make_mirror(spark, store, key, kind, table_rows)
+                written = time.perf_counter() - t0
+                print(f"  ({kind} {table_rows:,}-row mirror written in {written:.1f} s)")
+                # warm-up: a table's first merge pays for code generation and its log's state
+                warm = changes_frame(spark, kind, 10, table_rows, 1)
+                timed_merge(spark, store, key, warm, table_rows, "warm-up")
+                for n in sizes:
+                    # a range small enough for the driver is merged ten times (ten versions: one
+                    # of them Spark's, which checkpoints): the mean is what a range costs
+                    repeats = 10 if n <= 1000 else 3 if n <= DRIVER_MERGE_ROWS else 1
+                    runs = []
+                    for r in range(repeats):
+                        first = 10_000_000 + n + r * 100_000
+                        changes = changes_frame(spark, kind, n, table_rows, first)
+                        changes = changes.localCheckpoint()
+                        partition = f"{n}-{r}"
+                        runs.append(timed_merge(spark, store, key, changes, table_rows, partition))
+                    merge_s = sum(r[0] for r in runs) / len(runs)
+                    merge_b = sum(r[1] for r in runs) // len(runs)
+                    rewrite_s, rewrite_b = timed_rewrite(spark, store, key, changes)
+                    results[(kind, table_rows, n)] = (merge_s, merge_b, rewrite_s, rewrite_b)
+                    counted = Counter(r[2] for r in runs)
+                    hows = ", ".join(f"{k} {v}" for k, v in sorted(counted.items()))
+                    spread = [r[0] for r in runs]
+                    if len(spread) > 1:
+                        hows += f" (min {min(spread):.2f} s, max {max(spread):.2f} s)"
+                    print(
+                        f"{kind:>16}  {table_rows:>11,}  {n:>8,}  {merge_s:8.2f}  "
+                        f"{merge_b:>12,}  {rewrite_s:9.2f}  {rewrite_b:>13,}  "
+                        f"{merge_s / rewrite_s:13.3f}  {hows}"
+                    )
+    for kind in kinds:
+        for (rows, n), target, what in (
+            ((10_000_000, 10), 1 / 20, "10 changes into 10M rows: merge/rewrite <= 0.05 (>= 20x)"),
+            ((1_000_000, 100_000), 0.2, "100k changes into 1M rows: merge/rewrite <= 0.2"),
+        ):
+            if (kind, rows, n) in results:
+                merge_s, _, rewrite_s, _ = results[(kind, rows, n)]
+                ratio = merge_s / rewrite_s
+                verdict = "met" if ratio <= target else "MISSED"
+                print(f"target ({kind}) {what}: {ratio:.3f} {verdict}")
     print(machine_line())
     return 0
 

@@ -28,13 +28,11 @@ from dagster import (
     Output,
     multi_asset,
 )
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.spark import mirror_store, sqlserver_source
-from cdc_assets.spark.asset_store import DRIVER_WRITE_ROWS, AssetStore, Published, RowsInDriver
-from cdc_assets.spark.merge_with_deletion_vectors import DRIVER_MERGE_ROWS
-from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+from cdc_assets.spark import mirror_store
+from cdc_assets.spark.asset_store import AssetStore, Published
 from cdc_assets.spark.session import use_in_this_thread
 
 from .chain import (
@@ -141,16 +139,6 @@ def _lag_now(p: dict[str, Any]) -> float:
     return round(float(p["lag_at_read_seconds"]) + since.total_seconds(), 3)
 
 
-def _rows_after(before: int | None, metrics: dict[str, int]) -> int | None:
-    """The mirror's rows after a MERGE: ``before`` and the commit's inserted and deleted rows
-    (None when one of them is unknown: a MERGE that changed nothing commits no metrics)."""
-    inserted = metrics.get("numTargetRowsInserted")
-    deleted = metrics.get("numTargetRowsDeleted")
-    if before is None or inserted is None or deleted is None:
-        return None
-    return before + inserted - deleted
-
-
 def _mirror_output(
     spark: SparkSession,
     source: Source,
@@ -187,26 +175,17 @@ def _mirror_output(
         raise Failure(
             f"{table.qualified_name}: cannot bring the mirror to {target.hex}: {exc}"
         ) from None
-    change_rows = _change_rows(source, table, needed)
-    path = table.change_log_key.path
-    applied = [r.key for r in needed]
-
-    def changes() -> DataFrame:
-        return source.store.read_partitions(spark, path, applied)
-
-    base: DataFrame | None = None
-    in_driver: RowsInDriver | None = None
-    if rebuilt:
-        small = snapshot.rows is not None and snapshot.rows <= DRIVER_WRITE_ROWS
-        if not change_rows and small:
-            # a small snapshot, no changes to apply: its rows are the mirror, no Spark job
-            found = source.store.rows_in_driver(path, [SNAPSHOT_PARTITION])
-            if found is not None:
-                in_driver = sqlserver_source.drop_snapshot_columns_in_driver(found)
-        if in_driver is None:
-            snap = source.store.read(spark, path, SNAPSHOT_PARTITION)
-            base = sqlserver_source.drop_snapshot_columns(snap)
-    keys = table.instance.key_columns
+    changes = mirror_store.ChangeRanges(
+        change_log=tuple(table.change_log_key.path),
+        partitions=tuple(r.key for r in needed),
+        rows=_change_rows(source, table, needed),
+        key_columns=tuple(table.instance.key_columns),
+        after=start.raw,
+    )
+    from_snapshot = (
+        mirror_store.SnapshotPartition(SNAPSHOT_PARTITION, snapshot.rows) if rebuilt else None
+    )
+    before = state.get("rows") if state and not rebuilt else None
     properties: dict[str, Any] = {
         **_as_of(source, table, needed),
         "kind": "mirror",
@@ -222,75 +201,16 @@ def _mirror_output(
     }
 
     def write(spark: SparkSession, store: AssetStore, key_path: Sequence[str]) -> Published:
-        if in_driver is not None:
-            return mirror_store.rebuild_in_driver(spark, store, key_path, in_driver, properties)
-        if base is not None:
-            # A new snapshot: the mirror is its rows with the changes since applied, written
-            # whole in one commit. The mirror's columns are its snapshot's: a re-snapshot after
-            # a schema change (a new capture instance) brings new columns in.
-            merged = base
-            if change_rows and keys:
-                merged = merge_keyed(base, changes(), key_columns=keys, snapshot_lsn=start.raw)
-            elif change_rows:
-                merged = merge_multiset(base, changes(), snapshot_lsn=start.raw)
-            # no changes: the mirror holds the snapshot's rows, as many as it counted
-            counted = snapshot.rows if not change_rows else None
-            return mirror_store.rebuild(
-                spark,
-                store,
-                key_path,
-                merged,
-                properties,
-                counted,
-                key_columns=keys,
-                estimated_rows=snapshot.rows,
-            )
-        before = state.get("rows") if state else None
-        before = before if isinstance(before, int) else None
-        if not change_rows:
-            # Only quiet ranges: nothing to commit. The mirror's new LSN goes into the sync
-            # state (the caller writes it); its Delta version stays the current one.
-            rows = before
-            if rows is None:
-                rows = mirror_store.row_count(spark, store.location(key_path))
-            return store.unchanged(key_path, {**properties, "rows": rows})
-        published = None
-        if keys and change_rows <= DRIVER_MERGE_ROWS:
-            # a small range: merged in the driver (delta-rs, or deletion vectors written there
-            # for a large mirror), no Spark job
-            found = store.rows_in_driver(path, applied)
-            if found is not None:
-                published = mirror_store.merge_keyed_in_driver(
-                    store,
-                    key_path,
-                    found,
-                    key_columns=keys,
-                    snapshot_lsn=start.raw,
-                    properties=properties,
-                    mirror_rows=before,
-                    change_rows=change_rows,
-                )
-        if published is None and keys:
-            published = mirror_store.merge_keyed(
-                spark,
-                store,
-                key_path,
-                changes(),
-                key_columns=keys,
-                snapshot_lsn=start.raw,
-                properties=properties,
-                target_rows=before,
-            )
-        elif published is None:
-            published = mirror_store.merge_multiset(
-                spark, store, key_path, changes(), snapshot_lsn=start.raw, properties=properties
-            )
-        # the row count for the UI: the one before plus what the MERGE's commit metrics say
-        # it inserted and deleted; counted (a Spark job) only when either is not known
-        rows = _rows_after(before, published.metrics)
-        if rows is None:
-            rows = mirror_store.row_count(spark, published.uri)
-        return replace(published, properties={**published.properties, "rows": rows})
+        # rebuild or merge, in the driver or by Spark: the mirror store chooses
+        return mirror_store.apply(
+            spark,
+            store,
+            changes,
+            to=key_path,
+            properties=properties,
+            mirror_rows=before if isinstance(before, int) else None,
+            snapshot=from_snapshot,
+        )
 
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
         return {

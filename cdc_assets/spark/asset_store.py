@@ -43,6 +43,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .concurrent_commits import retry_conflicts
+from .stored_columns import (
+    decode_from_delta,
+    decode_rows,
+    encode_for_delta,
+    encode_rows,
+    source_schema,
+    stored_schema,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +65,8 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # Old layout (before Delta): <base>/<key path>/<partition or __all__>/_CURRENT
 OLD_LAYOUT_POINTER = "_CURRENT"
 OLD_LAYOUT_PARTITIONS = ("__all__", "snapshot")
-# SQL Server ``time`` columns (Spark's TimeType) are stored as 'HH:MM:SS.ffffff' text: Delta has
-# no time type. The field's metadata remembers the type, so reads give TimeType back.
-STORED_TYPE = "cdc_assets.type"
-
-# SQL Server column names may hold characters Delta refuses in plain column names. Delta's
-# column mapping would keep them, but delta-rs (the sensor's reader) cannot read such tables: so
-# each such character is stored as _xHH_ and the field's metadata keeps the real name.
-INVALID_IN_NAMES = " ,;{}()\n\t="
-STORED_NAME = "cdc_assets.name"
+# Columns Delta cannot store as they are (time, names with a space ...) are stored otherwise, by
+# Spark's writes and the driver's alike: see .stored_columns.
 # timestamp_ntz (datetime2) columns may first arrive with a later partition or schema: a table
 # created without the feature refuses them ("requires manual enablement"), so every table has it.
 TABLE_PROPERTIES: dict[str, str] = {"delta.feature.timestampNtz": "supported"}
@@ -197,65 +198,8 @@ def delta_rs_storage_options() -> dict[str, str]:
     return {"AWS_ALLOW_HTTP": "true"} if endpoint.startswith("http://") else {}
 
 
-def stored_name(name: str) -> str:
-    """``name`` with the characters Delta refuses as ``_xHH_``."""
-    return "".join(f"_x{ord(c):02x}_" if c in INVALID_IN_NAMES else c for c in name)
-
-
 def _col(name: str) -> Any:
     return F.col("`" + name.replace("`", "``") + "`")
-
-
-def encode_for_delta(df: DataFrame) -> DataFrame:
-    """Columns Delta cannot store as they are: ``time`` as text, names with characters Delta
-    refuses escaped; the field's metadata keeps the type and the name. A frame without such
-    columns is returned as it is (each column named here is a call into the JVM)."""
-    if not needs_encoding(df.schema):
-        return df
-    columns = []
-    for f in df.schema.fields:
-        metadata: dict[str, str] = {}
-        column = _col(f.name)
-        if isinstance(f.dataType, T.TimeType):
-            column = column.cast("string")
-            metadata[STORED_TYPE] = f.dataType.simpleString()
-        name = stored_name(f.name)
-        if name != f.name:
-            metadata[STORED_NAME] = f.name
-        columns.append(column.alias(name, metadata=metadata) if metadata else column)
-    return df.select(*columns)
-
-
-def needs_encoding(schema: T.StructType) -> bool:
-    """Some column of ``schema`` is stored otherwise (:func:`encode_for_delta`)."""
-    return any(
-        isinstance(f.dataType, T.TimeType) or stored_name(f.name) != f.name for f in schema.fields
-    )
-
-
-def stored_otherwise(schema: T.StructType) -> bool:
-    """Some column of the stored ``schema`` is not stored as it is (:func:`encode_for_delta`)."""
-    return any({STORED_TYPE, STORED_NAME} & set(f.metadata or {}) for f in schema.fields)
-
-
-def decode_from_delta(df: DataFrame) -> DataFrame:
-    """The columns :func:`encode_for_delta` changed, back as they were (the frame as it is
-    when it has none)."""
-    fields = df.schema.fields
-    if not any({STORED_TYPE, STORED_NAME} & set(f.metadata or {}) for f in fields):
-        return df
-    columns = []
-    for f in fields:
-        meta = dict(f.metadata or {})
-        stored_type, name = meta.pop(STORED_TYPE, None), meta.pop(STORED_NAME, None)
-        column = _col(f.name)
-        if stored_type:
-            column = column.cast(stored_type)
-        if stored_type or name:
-            # explicit metadata: without it the alias would keep the stored type and name
-            column = column.alias(name or f.name, metadata=meta)
-        columns.append(column)
-    return df.select(*columns)
 
 
 def sql_string(text: str) -> str:
@@ -364,6 +308,19 @@ def _as_partition_rows(rows: pa.Table, schema: pa.Schema, partition: str) -> pa.
 
 def _has_timestamp_ntz(schema: T.StructType) -> bool:
     return any("timestamp_ntz" in f.dataType.simpleString() for f in schema.fields)
+
+
+def _stored_alike(table: Any, fields: T.StructType) -> bool:
+    """The delta-rs ``table`` has the columns of ``fields`` with their Delta types and field
+    metadata (a ``time`` column stored as text, say, and not as plain text)."""
+    found = T.StructType.fromJson(json.loads(table.schema().to_json()))
+    have = {f.name: f for f in found.fields}
+    return all(
+        f.name in have
+        and have[f.name].dataType == f.dataType
+        and (have[f.name].metadata or {}) == (f.metadata or {})
+        for f in fields.fields
+    )
 
 
 def _newest_commit(table: Any, uri: str, properties: Properties) -> Published:
@@ -573,29 +530,31 @@ class AssetStore:
         """:meth:`write` for rows read in the driver (a small table's snapshot, a small
         range): ``finalize`` is given them as Arrow, and where delta-rs may create the table or
         replace the partition (a local table, columns it writes as Spark would) no Spark job
-        runs at all; otherwise Spark writes them from the driver's copy."""
+        runs at all; otherwise Spark writes them from the driver's copy. Columns Delta cannot
+        store as they are are stored as Spark's write stores them (:mod:`.stored_columns`)."""
         self.refuse_old_layout(key_path)
         collected = rows.read()
         properties = dict(finalize(collected)) if finalize is not None else {}
-        if not needs_encoding(rows.schema):
-            table_properties = {**TABLE_PROPERTIES, **(table_properties or {})}
-            later = encode_for_delta(later_columns).schema if later_columns is not None else None
-            stamped = dict(properties)
-            if partition is not None:
-                stamped[WRITE_ID] = uuid.uuid4().hex
-                stamped[STORED_COLUMNS] = rows.schema.names
-            if self._may_create_small(key_path, rows.schema, later):
-                small = self._create_from_arrow(
-                    key_path, rows.schema, collected, partition, stamped, later, table_properties
-                )
-                if small is not None:
-                    return small
-            elif partition is not None and _arrow_fields(rows.schema) is not None:
-                replaced = self._replace_partition_in_driver(
-                    key_path, rows.schema.names, partition, properties, collected, later
-                )
-                if replaced is not None:
-                    return replaced
+        schema = stored_schema(rows.schema)
+        stored = encode_rows(rows.schema, collected)
+        table_properties = {**TABLE_PROPERTIES, **(table_properties or {})}
+        later = stored_schema(later_columns.schema) if later_columns is not None else None
+        stamped = dict(properties)
+        if partition is not None:
+            stamped[WRITE_ID] = uuid.uuid4().hex
+            stamped[STORED_COLUMNS] = schema.names
+        if self._may_create_small(key_path, schema, later):
+            small = self._create_from_arrow(
+                key_path, schema, stored, partition, stamped, later, table_properties
+            )
+            if small is not None:
+                return small
+        elif partition is not None and _arrow_fields(schema) is not None:
+            replaced = self._replace_partition_in_driver(
+                key_path, schema.names, partition, properties, stored, later, schema
+            )
+            if replaced is not None:
+                return replaced
         df = spark.createDataFrame(collected, rows.schema)
         return self.write(
             spark,
@@ -687,12 +646,14 @@ class AssetStore:
         properties: Properties,
         rows: pa.Table | None = None,
         later: T.StructType | None = None,
+        fields: T.StructType | None = None,
     ) -> Published | None:
         """Replace ``partition`` by ``rows`` (Arrow, in ``columns``; none: its properties row
         alone) and its properties row, with delta-rs; None (Spark writes it) when the table is
         not on a local file system (delta-rs commits to object stores need a locking setup of
         their own), does not exist yet, or lacks one of ``columns`` or of ``later``'s or takes
-        no nulls (Spark's write evolves the schema)."""
+        no nulls, or stores one of ``fields`` (the rows' columns as stored) or of ``later``'s
+        with another type or field metadata (Spark's write evolves the schema)."""
         uri = self.location(key_path)
         if not is_local(uri):
             return None
@@ -707,6 +668,8 @@ class AssetStore:
             return None
         wanted = {*columns, *(later.names if later is not None else ())}
         if not wanted <= set(schema.names) or not all(f.nullable for f in schema):
+            return None
+        if not all(_stored_alike(table, f) for f in (fields, later) if f is not None):
             return None
         properties = {**properties, WRITE_ID: uuid.uuid4().hex, STORED_COLUMNS: list(columns)}
         text = to_json(properties)
@@ -985,9 +948,10 @@ class AssetStore:
         self, key_path: Sequence[str], partitions: Sequence[str]
     ) -> RowsInDriver | None:
         """The data rows of ``partitions`` to be read here by delta-rs (a few rows: no Spark
-        job), with the columns they were written with; None when Spark must read them (not a
-        local table, a reader feature delta-rs refuses, columns stored otherwise than they
-        are)."""
+        job), with the columns they were written with, as :meth:`read` gives them (columns
+        stored otherwise back as they were); None when Spark must read them (not a local
+        table, a reader feature delta-rs refuses, a stored type the driver does not read
+        back)."""
         import pyarrow.compute as pc
 
         if not is_local(self.location(key_path)):
@@ -999,19 +963,21 @@ class AssetStore:
         columns = _stored_columns(_properties_in(table, partitions), partitions)
         if not columns or not set(columns) <= set(schema.names):
             return None
-        data = T.StructType([schema[c] for c in columns])
-        if stored_otherwise(data):
+        stored = T.StructType([schema[c] for c in columns])
+        data = source_schema(stored)
+        if data is None:
             return None
 
         def read() -> pa.Table:
             dataset = table.to_pyarrow_dataset(
                 file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))]
             )
-            return dataset.to_table(
+            rows = dataset.to_table(
                 columns=columns,
                 filter=pc.field(PROPERTIES_COLUMN).is_null(),
                 use_threads=False,  # see _properties_in
             )
+            return decode_rows(stored, rows)
 
         return RowsInDriver(data, read)
 

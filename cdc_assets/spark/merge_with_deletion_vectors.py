@@ -5,9 +5,9 @@ Spark's MERGE of ten changes into a mirror of ten million rows writes a few kilo
 about twenty Spark jobs and their query planning: seconds, whatever the table's size, which is
 what keeps a mirror's freshness and a range's cost from following its changes. delta-rs merges
 in milliseconds but writes no deletion vectors, and a large mirror has them (Spark's MERGE turned
-them on). So for a small range into a
-mirror on a local file system (:data:`DRIVER_MERGE_ROWS` change rows, keys in files of at most
-:data:`DRIVER_SCAN_ROWS` rows), this module makes the commit itself, as the Delta protocol says:
+them on). So for a small range (:data:`.mirror_store.DRIVER_MERGE_ROWS` change rows) into a
+mirror on a local file system, its keys in files of at most :data:`DRIVER_SCAN_ROWS` rows, this
+module makes the commit itself, as the Delta protocol says:
 
 1. the table's log is read (:mod:`.delta_log`): its live files, their statistics and vectors;
 2. the range's last change per key is computed in Arrow (the same rule as Spark's path);
@@ -19,12 +19,13 @@ mirror on a local file system (:data:`DRIVER_MERGE_ROWS` change rows, keys in fi
 5. one commit: each touched file removed with its old vector and added with the new one, the new
    files added, the mirror's properties as ``userMetadata`` and Spark's operation metrics.
 
-Nothing is committed, and None returned so that Spark merges, when the table has a feature this
-module does not write (only deletion vectors, Change Data Feed, timestampNtz and the implied
-legacy features are), partitions, columns stored otherwise, a checkpoint it does not read, or
-when another writer committed the same version first. A commit that would be a checkpoint
-version (every ``delta.checkpointInterval``) is left to Spark too, which writes the checkpoint:
-so the log keeps its checkpoints however many commits come from here.
+Columns stored otherwise (``time`` as text, names escaped: :mod:`.stored_columns`) are written
+in the form Spark's MERGE writes. Nothing is committed, and None returned so that Spark merges,
+when the table has a feature this module does not write (only deletion vectors, Change Data
+Feed, timestampNtz and the implied legacy features are), partitions, a checkpoint it does not
+read, or when another writer committed the same version first. A commit that would be a
+checkpoint version (every ``delta.checkpointInterval``) is left to Spark too, which writes the
+checkpoint: so the log keeps its checkpoints however many commits come from here.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
-from pyspark.sql import types as T
 
 from . import deletion_vectors, delta_log
 from .asset_store import (
@@ -53,10 +53,10 @@ from .asset_store import (
     RowsInDriver,
     is_local,
     local_path,
-    stored_otherwise,
     to_json,
 )
 from .mirror_merge import DELETE, OPERATION, last_changes_as
+from .stored_columns import encode_rows, stored_name
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,10 @@ WRITER_FEATURES = frozenset(
 UNUSED_FEATURE_MARKS = ("delta.invariants", "delta.generationExpression", "delta.identity")
 READER_FEATURES = frozenset({"deletionVectors", "timestampNtz"})
 CHECKPOINT_INTERVAL = 10  # Delta's default delta.checkpointInterval
-# A range of at most this many change rows is merged here (held in the driver as Arrow) ...
-DRIVER_MERGE_ROWS = 100_000
-# ... when the files that may hold its keys have at most this many rows: the files a change
-# touches are read whole (its old row is the change feed's preimage), so a range spread over a
-# huge table goes to Spark, whose executors read them in parallel.
+# A range (of at most .mirror_store.DRIVER_MERGE_ROWS change rows) is merged here when the files
+# that may hold its keys have at most this many rows: the files a change touches are read whole
+# (its old row is the change feed's preimage), so a range spread over a huge table goes to
+# Spark, whose executors read them in parallel.
 DRIVER_SCAN_ROWS = 10_000_000
 STRING_STATS_PREFIX = 32  # Spark's statistics keep 32 characters of a string
 CHANGE_TYPE = "_change_type"
@@ -112,11 +111,11 @@ def merge_keyed(
     if (state.version + 1) % _checkpoint_interval(state) == 0:
         return None  # Spark's commit writes the checkpoint
     started = time.perf_counter()
-    schema_json = json.loads(state.metadata["schemaString"])
-    if stored_otherwise(T.StructType.fromJson(schema_json)):
-        return None
     target = _arrow_schema(state.metadata["schemaString"])
-    source = last_changes_as(target, changes.read(), key_columns, snapshot_lsn, OPERATION)
+    # the changes and keys as the mirror stores them (time as text, names escaped)
+    key_columns = [stored_name(k) for k in key_columns]
+    stored = encode_rows(changes.schema, changes.read())
+    source = last_changes_as(target, stored, key_columns, snapshot_lsn, OPERATION)
     keys = source.select(list(key_columns)).append_column(
         _MATCH, pa.array(range(len(source)), pa.int64())
     )

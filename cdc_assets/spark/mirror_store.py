@@ -1,4 +1,4 @@
-"""Mirrors as Delta tables, updated in place with ``MERGE INTO``.
+"""Mirrors as Delta tables, updated in place with ``MERGE INTO``; :func:`apply` chooses how.
 
 A mirror is one Delta table with deletion vectors (a MERGE marks the rows it removes instead of
 rewriting their files, so bytes written grow with the changes, not the table; a mirror created
@@ -6,7 +6,11 @@ small, by delta-rs, gets them at its first Spark MERGE) and Change Data Feed (do
 can read only what changed: ``readChangeFeed``). A small range is merged in the driver instead
 (:func:`merge_keyed_in_driver`): into a small mirror by delta-rs, without deletion vectors
 (rewriting its few files costs less than Spark's jobs), into a large one with deletion vectors
-written in the driver (:mod:`.merge_with_deletion_vectors`). Each commit's
+written in the driver (:mod:`.merge_with_deletion_vectors`), whatever its columns (those stored
+otherwise, :mod:`.stored_columns`, are written as Spark writes them). :func:`apply` is the one
+place that chooses between a rebuild from a snapshot, a merge in the driver and Spark's MERGE,
+with the thresholds (:data:`DRIVER_MERGE_ROWS`, :data:`DRIVER_WRITE_ROWS`): the mirror asset and
+the mirror benchmark call it. Each commit's
 ``userMetadata`` holds the mirror's properties, among them the LSN it reached, so the data and
 its LSN are one commit; the table's history maps each LSN the mirror reached to a Delta version,
 which :func:`read_mirror_as_of` uses.
@@ -29,16 +33,16 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from cdc_assets.lsn import Lsn
 
-from . import merge_with_deletion_vectors
+from . import merge_with_deletion_vectors, sqlserver_source
 from .asset_store import (
     DRIVER_WRITE_ROWS,
     PLAIN_PARQUET_READER_FEATURES,
@@ -46,12 +50,8 @@ from .asset_store import (
     NotPublished,
     Published,
     RowsInDriver,
-    decode_from_delta,
-    encode_for_delta,
     is_local,
     sql_name,
-    stored_name,
-    stored_otherwise,
     to_json,
     user_metadata,
     without_user_metadata,
@@ -67,7 +67,10 @@ from .mirror_merge import (
     last_changes_as,
     net_counts,
 )
+from .mirror_merge import merge_keyed as last_change_applied
+from .mirror_merge import merge_multiset as rows_counted
 from .session import write_parallelism
+from .stored_columns import decode_from_delta, encode_for_delta, encode_rows, stored_name
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +79,148 @@ MIRROR_TABLE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
 }
 LSN = "lsn"  # the property holding the LSN a mirror commit reached (Lsn.hex)
+ROWS = "rows"  # ... and the mirror's rows after it
 ACTION = "_cdc_action"
 COPIES = "_cdc_copies"
+# A range of at most this many change rows into a keyed mirror is merged in the driver (held
+# there as Arrow): by delta-rs into a small mirror, with deletion vectors written there into one
+# that has them (:mod:`.merge_with_deletion_vectors`). A new snapshot of at most
+# DRIVER_WRITE_ROWS rows, with no changes to apply, is written as the mirror from the driver.
+DRIVER_MERGE_ROWS = 100_000
+
+
+@dataclass(frozen=True)
+class ChangeRanges:
+    """Range partitions of a table's change log that its mirror applies, oldest first."""
+
+    change_log: tuple[str, ...]  # the change log's key path
+    partitions: tuple[str, ...]
+    rows: int  # the change rows they hold (0: quiet ranges, nothing to read)
+    key_columns: tuple[str, ...]  # the table's key; none: the mirror is a multiset of rows
+    after: bytes | None  # the LSN the changes apply from: those at or below it are ignored
+
+
+@dataclass(frozen=True)
+class SnapshotPartition:
+    """The change log's snapshot partition that a mirror is rebuilt from."""
+
+    partition: str
+    rows: int | None  # the snapshot's rows, when known
+
+
+def apply(
+    spark: SparkSession,
+    store: AssetStore,
+    changes: ChangeRanges,
+    *,
+    to: Sequence[str],
+    properties: Mapping[str, Any],
+    mirror_rows: int | None = None,
+    snapshot: SnapshotPartition | None = None,
+) -> Published:
+    """Bring the mirror at ``to`` forward by ``changes``, committed with ``properties`` and its
+    rows after them (:data:`ROWS`). The one place that chooses how:
+
+    - ``snapshot`` given (a new snapshot): the mirror is its rows with ``changes`` applied,
+      written whole; from the driver when it is small (:data:`DRIVER_WRITE_ROWS`) and there is
+      no change to apply, else by Spark (clustered by key when large);
+    - no change rows (quiet ranges only): no commit, the mirror's current version with its
+      ``mirror_rows`` (its rows, counted when not known);
+    - a keyed mirror and at most :data:`DRIVER_MERGE_ROWS` change rows that the driver reads:
+      merged in the driver (:func:`merge_keyed_in_driver`), no Spark job;
+    - otherwise Spark's MERGE (:func:`merge_keyed`, :func:`merge_multiset`)."""
+    if snapshot is not None:
+        return _rebuild_from(spark, store, changes, snapshot, to, properties)
+    if not changes.rows:
+        rows = mirror_rows if mirror_rows is not None else row_count(spark, store.location(to))
+        return store.unchanged(to, {**properties, ROWS: rows})
+    keys, path = changes.key_columns, changes.change_log
+    published = None
+    if keys and changes.rows <= DRIVER_MERGE_ROWS:
+        found = store.rows_in_driver(path, changes.partitions)
+        if found is not None:
+            published = merge_keyed_in_driver(
+                store,
+                to,
+                found,
+                key_columns=keys,
+                snapshot_lsn=changes.after,
+                properties=properties,
+                mirror_rows=mirror_rows,
+                change_rows=changes.rows,
+            )
+    if published is None:
+        frame = store.read_partitions(spark, path, changes.partitions)
+        if keys:
+            published = merge_keyed(
+                spark,
+                store,
+                to,
+                frame,
+                key_columns=keys,
+                snapshot_lsn=changes.after,
+                properties=properties,
+                target_rows=mirror_rows,
+            )
+        else:
+            published = merge_multiset(
+                spark, store, to, frame, snapshot_lsn=changes.after, properties=properties
+            )
+    # the row count: the one before plus what the MERGE's commit metrics say it inserted and
+    # deleted; counted (a Spark job) only when either is not known
+    rows = _rows_after(mirror_rows, published.metrics)
+    if rows is None:
+        rows = row_count(spark, published.uri)
+    return replace(published, properties={**published.properties, ROWS: rows})
+
+
+def _rebuild_from(
+    spark: SparkSession,
+    store: AssetStore,
+    changes: ChangeRanges,
+    snapshot: SnapshotPartition,
+    to: Sequence[str],
+    properties: Mapping[str, Any],
+) -> Published:
+    """:func:`apply` from a snapshot: the mirror rebuilt, its columns the snapshot's (a
+    re-snapshot after a schema change brings new columns in)."""
+    path, keys = changes.change_log, changes.key_columns
+    small = snapshot.rows is not None and snapshot.rows <= DRIVER_WRITE_ROWS
+    if not changes.rows and small:
+        # a small snapshot, no changes to apply: its rows are the mirror, no Spark job
+        found = store.rows_in_driver(path, [snapshot.partition])
+        if found is not None:
+            rows = sqlserver_source.drop_snapshot_columns_in_driver(found)
+            return rebuild_in_driver(spark, store, to, rows, properties)
+    base = sqlserver_source.drop_snapshot_columns(store.read(spark, path, snapshot.partition))
+    merged = base
+    if changes.rows:
+        frame = store.read_partitions(spark, path, changes.partitions)
+        if keys:
+            merged = last_change_applied(base, frame, key_columns=keys, snapshot_lsn=changes.after)
+        else:
+            merged = rows_counted(base, frame, snapshot_lsn=changes.after)
+    return rebuild(
+        spark,
+        store,
+        to,
+        merged,
+        properties,
+        # no changes: the mirror holds the snapshot's rows, as many as it counted
+        snapshot.rows if not changes.rows else None,
+        key_columns=keys,
+        estimated_rows=snapshot.rows,
+    )
+
+
+def _rows_after(before: int | None, metrics: Mapping[str, int]) -> int | None:
+    """The mirror's rows after a MERGE: ``before`` and the commit's inserted and deleted rows
+    (None when one of them is unknown: a MERGE that changed nothing commits no metrics)."""
+    inserted = metrics.get("numTargetRowsInserted")
+    deleted = metrics.get("numTargetRowsDeleted")
+    if before is None or inserted is None or deleted is None:
+        return None
+    return before + inserted - deleted
 
 
 def rebuild(
@@ -281,8 +424,9 @@ def merge_keyed_in_driver(
     its ``DRIVER_MERGE_ROWS``); a small one (``mirror_rows``, known, and ``change_rows`` at most
     :data:`.asset_store.DRIVER_WRITE_ROWS`) without them is merged by delta-rs, which writes none
     and rewrites the few files a change touches. None, and nothing committed, where Spark must
-    merge: a mirror on another file system, a large one without deletion vectors, with columns
-    stored otherwise than they are, or a commit that lost to a concurrent one."""
+    merge: a mirror on another file system, a large one without deletion vectors, or a commit
+    that lost to a concurrent one. ``changes`` has the columns as the source has them; columns
+    stored otherwise (:mod:`.stored_columns`) are merged in the form Spark's MERGE stores."""
     from deltalake import CommitProperties
     from deltalake.exceptions import DeltaError
 
@@ -292,7 +436,7 @@ def merge_keyed_in_driver(
         return None
     configuration = table.metadata().configuration
     if configuration.get("delta.enableDeletionVectors") == "true":
-        if change_rows > merge_with_deletion_vectors.DRIVER_MERGE_ROWS:
+        if change_rows > DRIVER_MERGE_ROWS:
             return None
         return merge_with_deletion_vectors.merge_keyed(
             store,
@@ -306,13 +450,13 @@ def merge_keyed_in_driver(
         return None
     if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
         return None
-    if stored_otherwise(T.StructType.fromJson(json.loads(table.schema().to_json()))):
-        return None  # time columns, escaped names
     target = pa.schema(table.schema().to_arrow())
-    source = last_changes_as(target, changes.read(), key_columns, snapshot_lsn, ACTION)
+    keys = [stored_name(k) for k in key_columns]
+    stored = encode_rows(changes.schema, changes.read())
+    source = last_changes_as(target, stored, keys, snapshot_lsn, ACTION)
     columns = target.names
     text = to_json(properties)
-    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in key_columns)
+    on = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
     merger = table.merge(
         source=source,
         predicate=on,
@@ -320,7 +464,7 @@ def merge_keyed_in_driver(
         target_alias="t",
         commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
     ).when_matched_delete(predicate=f"s.{_q(ACTION)} = {DELETE}")
-    others = [c for c in columns if c not in key_columns]
+    others = [c for c in columns if c not in keys]
     if others:
         merger = merger.when_matched_update(updates={_q(c): f"s.{_q(c)}" for c in others})
     merger = merger.when_not_matched_insert(

@@ -10,7 +10,6 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventL
 from pyspark.sql import SparkSession
 
 from cdc_assets.config import MaintenancePolicy, parse_config
-from cdc_assets.dagster import mirror
 from cdc_assets.dagster.chain import range_partitions, retired_through
 from cdc_assets.dagster.in_process import execute_request
 from cdc_assets.dagster.names import (
@@ -20,7 +19,7 @@ from cdc_assets.dagster.names import (
     sync_job_name,
 )
 from cdc_assets.emulator.workload import DEMO_TABLES
-from cdc_assets.spark import table_maintenance
+from cdc_assets.spark import mirror_store, table_maintenance
 from cdc_assets.spark.asset_store import local_path
 from cdc_assets.spark.mirror_store import lsn_versions, read_mirror_as_of
 
@@ -139,8 +138,8 @@ def test_default_maintenance_keeps_history_and_every_change(
     no LSN, and no later range."""
     monkeypatch.setattr(table_maintenance, "COMPACT_AT", 1)
     # Spark's MERGEs, which add files (a small mirror's delta-rs MERGE rewrites its one file)
-    monkeypatch.setattr(mirror, "DRIVER_WRITE_ROWS", 0)
-    monkeypatch.setattr(mirror, "DRIVER_MERGE_ROWS", 0)
+    monkeypatch.setattr(mirror_store, "DRIVER_WRITE_ROWS", 0)
+    monkeypatch.setattr(mirror_store, "DRIVER_MERGE_ROWS", 0)
     harness = make_harness(tmp_path, spark, instance, tables=TABLES[:1], retain_ranges=1)
     harness.sync()
     chain = [harness.next_range(6) for _ in range(2)]

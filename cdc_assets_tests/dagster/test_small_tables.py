@@ -16,19 +16,15 @@ from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.dagster import mirror
 from cdc_assets.dagster.source import Table
 from cdc_assets.emulator.workload import small_tables
+from cdc_assets.spark import mirror_store
 from cdc_assets_tests.support.outside_spark import read_with_duckdb
+from cdc_assets_tests.support.spark_jobs import newest_job
 
 from .conftest import SyncHarness, make_harness
 
 COLUMNS = ["id", "name", "qty"]
-
-
-def _newest_job(spark: SparkSession) -> int:
-    """The id of the newest Spark job of this driver (-1 before any)."""
-    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None) or [-1])
 
 
 def _engine(harness: SyncHarness, key_path: list[str]) -> str:
@@ -48,15 +44,15 @@ def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
     tables = harness.source.tables
     assert [t.name for t in tables] == ["t0000", "t0001", "t0002"]
     harness.capture()
-    before = _newest_job(spark)
+    before = newest_job(spark)
     assert harness.sync() == 1  # the snapshot run
-    assert _newest_job(spark) == before, "the snapshot of small tables ran Spark jobs"
+    assert newest_job(spark) == before, "the snapshot of small tables ran Spark jobs"
     for table in tables:
         assert _engine(harness, list(table.change_log_key.path)).startswith("delta-rs")
 
     harness.write("UPDATE [dbo].[t0003] SET [qty] = 7 WHERE [id] = 1")
     assert harness.sync() == 1  # the first range: every mirror is built, from its snapshot
-    assert _newest_job(spark) == before, "mirrors built from small snapshots ran Spark jobs"
+    assert newest_job(spark) == before, "mirrors built from small snapshots ran Spark jobs"
     for table in tables:
         assert _engine(harness, list(table.mirror_key.path)).startswith("delta-rs")
         _assert_mirror_equals_its_table(harness, table)
@@ -66,30 +62,30 @@ def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
     harness.write(f"DELETE FROM [dbo].[{changed.name}] WHERE [id] = 2")
     harness.write(f"UPDATE [dbo].[{changed.name}] SET [qty] = 9 WHERE [id] = 1")
     assert harness.sync() == 1
-    assert _newest_job(spark) == before, "a small range into a small mirror ran Spark jobs"
+    assert newest_job(spark) == before, "a small range into a small mirror ran Spark jobs"
     commit = harness.source.store.history(list(changed.mirror_key.path), limit=1)[0]
     assert commit["operation"] == "MERGE" and commit["engineInfo"].startswith("delta-rs")
     _assert_mirror_equals_its_table(harness, changed)
 
     # above the size limit Spark merges, and turns deletion vectors on for the mirror
-    limit = mirror.DRIVER_MERGE_ROWS
-    monkeypatch.setattr(mirror, "DRIVER_MERGE_ROWS", 0)
+    limit = mirror_store.DRIVER_MERGE_ROWS
+    monkeypatch.setattr(mirror_store, "DRIVER_MERGE_ROWS", 0)
     harness.write(f"UPDATE [dbo].[{other.name}] SET [qty] = 5 WHERE [id] = 3")
     assert harness.sync() == 1
-    assert _newest_job(spark) > before
+    assert newest_job(spark) > before
     assert "Spark" in _engine(harness, list(other.mirror_key.path))
     table = harness.source.store.delta_table(list(other.mirror_key.path))
     assert table.metadata().configuration.get("delta.enableDeletionVectors") == "true"
     _assert_mirror_equals_its_table(harness, other)
 
     # a small range into a mirror with deletion vectors: they are written in the driver
-    monkeypatch.setattr(mirror, "DRIVER_MERGE_ROWS", limit)
+    monkeypatch.setattr(mirror_store, "DRIVER_MERGE_ROWS", limit)
     harness.write(f"UPDATE [dbo].[{other.name}] SET [qty] = 6 WHERE [id] = 3")
     harness.write(f"DELETE FROM [dbo].[{other.name}] WHERE [id] = 1")
     harness.write(f"INSERT INTO [dbo].[{other.name}] ([id], [name], [qty]) VALUES (40, 'x', 1)")
-    before = _newest_job(spark)
+    before = newest_job(spark)
     assert harness.sync() == 1
-    assert _newest_job(spark) == before, "a small range into a mirror with deletion vectors"
+    assert newest_job(spark) == before, "a small range into a mirror with deletion vectors"
     commit = harness.source.store.history(list(other.mirror_key.path), limit=1)[0]
     assert commit["operation"] == "MERGE" and commit["engineInfo"].startswith("cdc_assets")
     _assert_mirror_equals_its_table(harness, other)
@@ -103,3 +99,75 @@ def _assert_mirror_equals_its_table(harness: SyncHarness, table: Table) -> None:
         assert Counter(rows) == Counter(tuple(r) for r in expected), table.name
     finally:
         conn.close()
+
+
+def test_a_small_range_into_the_demo_tables_runs_no_spark_job(
+    tmp_path: Path,
+    spark: SparkSession,
+    instance: DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A range of a few changes to the demo's keyed tables (``time`` columns in ``orders``,
+    ``[order lines]`` and its ``[line no]``) is read, written and merged in the driver: by
+    delta-rs into the small mirrors, and, once Spark's MERGE turned deletion vectors on, with
+    the vectors written in the driver; no Spark job either time, and every mirror equals its
+    table (DuckDB's reading too)."""
+    harness = make_harness(tmp_path, spark, instance, rows=12)
+    harness.capture()
+    before = newest_job(spark)
+    assert harness.sync() == 1  # the snapshot run: small tables, read and written in the driver
+    assert newest_job(spark) == before, "the snapshot of the demo tables ran Spark jobs"
+    harness.write("UPDATE [dbo].[events] SET [severity] = 1")  # the first range builds mirrors
+    assert harness.sync() == 1
+    tables = {t.name: t for t in harness.source.tables}
+    keyed = [t for t in tables.values() if t.instance.key_columns]
+    assert sorted(t.name for t in keyed) == ["customers", "order lines", "orders", "products"]
+
+    def small_range(step: int) -> None:
+        """One change in each keyed table, a time column and the ``[order lines]`` among them."""
+        conn = emulator.connect(str(harness.db), autocommit=True)
+        try:
+            order = conn.execute("SELECT MIN([order_id]) FROM [dbo].[orders]").fetchone()[0]
+            conn.execute(
+                "UPDATE [dbo].[orders] SET [pickup_time] = ?, [channel] = ? WHERE [order_id] = ?",
+                f"0{step}:1{step}:12.125",
+                f"web {step}",
+                order,
+            )
+            conn.execute(
+                "INSERT INTO [dbo].[order lines] ([order_id], [line no], [product_id], "
+                "[quantity], [unit price]) VALUES (?, ?, 1, ?, 9.5)",
+                order,
+                100 + step,
+                step,
+            )
+            conn.execute("UPDATE [dbo].[customers] SET [loyalty_tier] = ?", step)
+            conn.execute("DELETE FROM [dbo].[products] WHERE [product_id] = ?", step)
+        finally:
+            conn.close()
+        harness.capture()
+
+    small_range(1)
+    before = newest_job(spark)
+    assert harness.sync() == 1
+    assert newest_job(spark) == before, "a small range into the demo tables ran Spark jobs"
+    for table in keyed:
+        commit = harness.source.store.history(list(table.mirror_key.path), limit=1)[0]
+        assert commit["operation"] == "MERGE", table.name
+        assert commit["engineInfo"].startswith("delta-rs"), table.name
+
+    # Spark merges (and turns deletion vectors on) above the limit; then the driver writes them
+    with monkeypatch.context() as m:
+        m.setattr(mirror_store, "DRIVER_MERGE_ROWS", 0)
+        small_range(2)
+        assert harness.sync() == 1
+    for table in keyed:
+        assert "Spark" in _engine(harness, list(table.mirror_key.path)), table.name
+    small_range(3)
+    before = newest_job(spark)
+    assert harness.sync() == 1
+    assert newest_job(spark) == before, "a small range into mirrors with deletion vectors"
+    for table in keyed:
+        assert _engine(harness, list(table.mirror_key.path)).startswith("cdc_assets"), table.name
+    harness.assert_mirrors_equal_source()
+    harness.assert_mirrors_readable_outside_spark()

@@ -227,12 +227,10 @@ def test_a_small_new_table_is_created_by_delta_rs_as_spark_would_create_it(
 def test_rows_read_in_the_driver_are_written_and_read_back_without_spark(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """``write_in_driver``: ``finalize`` gets the Arrow rows; a new local table of plain columns
-    is created by delta-rs as ``write`` creates it from a frame, and its partition replaced by
-    delta-rs once it exists; with columns stored otherwise (time, odd names) Spark writes the
-    driver's rows.
-    ``rows_in_driver`` reads a partition back without Spark where its columns are stored as
-    they are, and declines otherwise."""
+    """``write_in_driver``: ``finalize`` gets the Arrow rows; a new local table is created by
+    delta-rs as ``write`` creates it from a frame (columns stored otherwise, time and odd
+    names, too), and its partition replaced by delta-rs once it exists. ``rows_in_driver``
+    reads a partition back without Spark, typed and named as it was written."""
     store = AssetStore(tmp_path)
     rows = spark.sql(SOURCE_TYPES.format(n=4))
     later = spark.sql("SELECT CAST(NULL AS BINARY) AS `__$start_lsn`, 1 AS id")
@@ -261,10 +259,21 @@ def test_rows_read_in_the_driver_are_written_and_read_back_without_spark(
     ]
     assert back.read().sort_by("id").to_pylist() == arrow.sort_by("id").to_pylist()
 
-    odd = ["log", "odd"]
-    store.write_in_driver(spark, RowsInDriver(rows.schema, rows.toArrow), odd, "snapshot", finalize)
-    assert store.rows_in_driver(odd, ["snapshot"]) is None  # time as text, an escaped name
+    odd, odd_twin = ["log", "odd"], ["log", "odd_frame"]
+    odd_rows = rows.toArrow()
+    in_driver = RowsInDriver(rows.schema, lambda: odd_rows)
+    store.write_in_driver(spark, in_driver, odd, "snapshot", finalize, later_columns=later)
+    assert _engine(store, odd).startswith("delta-rs")  # time as text, an escaped name
+    store.write(spark, rows, odd_twin, "snapshot", lambda w: {"n": 4}, later_columns=later)
+    schemas = [store.delta_table(k).schema().to_json() for k in (odd, odd_twin)]
+    assert schemas[0] == schemas[1]
+    assert _raw(spark, store, odd) == _raw(spark, store, odd_twin)
     assert sorted_rows(store.read(spark, odd, "snapshot")) == sorted_rows(rows)
+    back = store.rows_in_driver(odd, ["snapshot"])
+    assert back is not None
+    typed = [(f.name, f.dataType) for f in rows.schema]
+    assert [(f.name, f.dataType) for f in back.schema] == typed
+    assert back.read().sort_by("id").to_pylist() == odd_rows.sort_by("id").to_pylist()
 
     # the table exists: delta-rs replaces the partition with the driver's rows
     two = RowsInDriver(plain.schema, lambda: arrow.slice(0, 2))

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
-from cdc_assets.spark.asset_store import stored_name
+from cdc_assets.spark.stored_columns import stored_name
 
 
 def delta_extension() -> Path:
@@ -42,6 +43,17 @@ def read_with_duckdb(path: str, columns: Sequence[str]) -> list[tuple]:
     names = ", ".join('"' + stored_name(c).replace('"', '""') + '"' for c in columns)
     with _duckdb_with_delta().cursor() as cursor:
         return cursor.execute(f"SELECT {names} FROM delta_scan(?)", [path]).fetchall()
+
+
+def read_with_query_builder(path: str, columns: Sequence[str]) -> list[tuple]:
+    """The rows of the Delta table at ``path`` (``columns`` by their source names) as delta-rs's
+    SQL (``QueryBuilder``, DataFusion) reads them: deletion vectors included."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    names = ", ".join('"' + stored_name(c).replace('"', '""') + '"' for c in columns)
+    query = QueryBuilder().register("t", DeltaTable(path))
+    batches = query.execute(f"SELECT {names} FROM t").read_all()
+    return [tuple(row.values()) for row in pa.table(batches).to_pylist()]
 
 
 def _normal(value: Any) -> Any:
