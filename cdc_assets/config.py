@@ -229,6 +229,12 @@ class SnapshotPolicy(_Model):
     chunk_rows: int = Field(
         default=250_000, ge=1, description="Rows per key range read by one Spark task."
     )
+    chunks_per_commit: int = Field(
+        default=0,
+        ge=0,
+        description="Key ranges read together and committed in one Delta commit: a snapshot "
+        "killed half way resumes after its last commit. 0: as many as Spark runs at once.",
+    )
 
 
 def duration_seconds(text: str) -> float:
