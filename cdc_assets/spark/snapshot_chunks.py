@@ -39,6 +39,7 @@ from .chunk_commits import append_chunks
 __all__ = [
     "BatchCommitted",
     "SnapshotProgress",
+    "SnapshotReplaced",
     "write_in_chunks",
 ]
 
@@ -146,6 +147,25 @@ class _Tally:
         return properties
 
 
+class SnapshotReplaced(RuntimeError):
+    """Another snapshot of the table took over its partition while this one was written."""
+
+
+def _fence(
+    store: AssetStore, key_path: Sequence[str], partition: str, write_id: str, seq: int
+) -> None:
+    """Before commit ``seq`` of ``write_id``: the partition's newest commit must be this
+    snapshot's ``seq - 1``. Another snapshot of the same table started meanwhile (a second run)
+    replaced the partition; appending to it would mix the two, so this one stops."""
+    newest = store.written_properties(key_path, partition) or {}
+    if newest.get(WRITE_ID) != write_id or newest.get(COMMIT_SEQ) != seq - 1:
+        raise SnapshotReplaced(
+            f"{'/'.join(key_path)}: another snapshot of this table (write {newest.get(WRITE_ID)},"
+            f" commit {newest.get(COMMIT_SEQ)}) replaced this one (write {write_id}) while it "
+            "ran; this run stops, the other goes on. Run one snapshot of a table at a time."
+        )
+
+
 def write_in_chunks(
     spark: SparkSession,
     store: AssetStore,
@@ -195,6 +215,8 @@ def write_in_chunks(
         complete = first + len(batch) == len(chunks)
         if seq == 0 and before_first_commit is not None:
             before_first_commit()
+        if seq > 0:
+            _fence(store, key_path, partition, write_id, seq)
         published = append_chunks(
             spark,
             store,

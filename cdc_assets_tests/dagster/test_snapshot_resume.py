@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,14 @@ from pyspark.sql import SparkSession
 from cdc_assets.dagster import sync_sensor
 from cdc_assets.dagster.change_log_state import snapshot_info
 from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, SOURCE_TAG
+from cdc_assets.dagster.run_lines import progress_lines
 from cdc_assets.dagster.snapshot_resume import resume_decision
 from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.emulator.workload import small_tables
 from cdc_assets.lsn import Lsn
-from cdc_assets.spark import snapshot_chunks
+from cdc_assets.spark import snapshot_chunks, sqlserver_source
 from cdc_assets.spark.asset_store import PARTITION_COLUMN, PROPERTIES_COLUMN
-from cdc_assets.spark.snapshot_chunks import SnapshotProgress
+from cdc_assets.spark.snapshot_chunks import SnapshotProgress, SnapshotReplaced
 from cdc_assets.sqlserver.catalog import CaptureInstance
 from cdc_assets.sqlserver.key_values import decode_key, encode_key
 
@@ -251,6 +253,12 @@ def test_a_new_request_starts_over_and_a_plain_one_resumes(
     resumed = harness.execute(_snapshot_request(harness, monkeypatch))
     assert_succeeded(resumed)
     assert "resumes after chunk 1" in _log(harness, resumed)
+    # make demo's terminal: a line per commit, with rows done and expected, chunks, time left
+    lines, _cursor = progress_lines(harness.instance, resumed.run_id)
+    assert len(lines) >= 2, lines  # the chunks after the first, one commit each
+    assert lines[0].startswith("run snapshot (running): [dbo].[t0000] snapshot: ")
+    assert " of ~" in lines[0] and "2 of " in lines[0] and " left" in lines[0], lines
+    assert lines[-1].endswith(" chunks, complete") or ", complete" in lines[-1], lines
     done = harness.source.store.properties(
         harness.source.tables[0].change_log_key.path, SNAPSHOT_PARTITION
     )
@@ -369,3 +377,19 @@ def test_an_unfinished_snapshot_is_no_snapshot_to_readers(
     assert unfinished.chunks_done == 1
     assert harness.source.store.read(spark, path, SNAPSHOT_PARTITION).count() < rows
     assert SourceSync.load(harness.source)[table].snapshot is None
+    # a run that still writes an older snapshot of the table stops at its next commit
+    older = replace(unfinished, write_id="an older run's", commit_seq=0)
+    plan = sqlserver_source.plan_snapshot(
+        harness.source.config.connection_settings(), table.instance, after=older.last_key
+    )
+    with pytest.raises(SnapshotReplaced, match="another snapshot of this table"):
+        snapshot_chunks.write_in_chunks(
+            spark,
+            harness.source.store,
+            path,
+            SNAPSHOT_PARTITION,
+            plan,
+            identity={},
+            write_id=older.write_id,
+            resume=older,
+        )
