@@ -14,7 +14,8 @@
                overdue_after_minutes: 15,    # mirrors' freshness policy (default: derived)
                retain_ranges: 1d,   # ranges kept: a duration (30m, 12h, 7d) or a count
                tables_in_parallel: 4}   # tables a run works on at the same time
-        snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
+        snapshot: {mode: auto, chunk_rows: 250000,           # auto | exact | fuzzy
+                   chunks_per_commit: 0}   # key ranges per commit (0: Spark's parallelism)
         maintenance: {cron: "0 * * * *", keep_history: 7d,  # VACUUM, Delta log retention
                       drop_retired_changes: false,          # delete retired ranges' rows
                       keep_runs: 30d}                       # finished runs kept; null: all
