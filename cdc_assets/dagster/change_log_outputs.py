@@ -178,11 +178,11 @@ def _snapshot_metadata(
         }
         if isinstance(p.get("rows_expected"), int):
             found["snapshot_rows_expected"] = p["rows_expected"]
-        for name in ("chunks_done", "commit_seq", "resumes"):
-            if isinstance(p.get(name), int):
-                found[f"snapshot_{'chunks' if name == 'chunks_done' else name}"] = (
-                    p[name] + 1 if name == "commit_seq" else p[name]
-                )
+        if isinstance(p.get("commit_seq"), int):  # written a batch of key ranges per commit
+            found["snapshot_chunks"] = p["chunks_done"]
+            found["snapshot_commits"] = p["commit_seq"] + 1
+            found["snapshot_resumes"] = p["resumes"]
+            found["snapshot_started_at"] = p["started_at"]
         return found
 
     return metadata

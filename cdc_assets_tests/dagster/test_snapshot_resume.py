@@ -264,6 +264,17 @@ def test_a_new_request_starts_over_and_a_plain_one_resumes(
     )
     assert done is not None
     assert done["write_id"] == second.write_id and done["resumes"] == 1
+    (materialization,) = [
+        e.event_specific_data.materialization
+        for e in resumed.all_events
+        if e.event_type_value == "ASSET_MATERIALIZATION"
+        and e.event_specific_data.materialization.asset_key.path[0] == "cdc"
+    ]
+    metadata = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
+    assert metadata["dagster/row_count"] == done["rows"]
+    assert metadata["snapshot_resumes"] == 1 and metadata["snapshot_chunks"] >= 4
+    assert metadata["snapshot_commits"] == done["commit_seq"] + 1
+    assert metadata["snapshot_rows_expected"] > 0
     harness.capture()  # past the snapshot's watermarks: the first range builds the mirror
     harness.sync()
     assert_small_mirrors_equal(harness)
