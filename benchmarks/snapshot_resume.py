@@ -74,16 +74,8 @@ def _counting_load(counts: str) -> None:
 
     real_load = sqlserver_source._load
 
-    def load(spark, plan):  # type: ignore[no-untyped-def]
-        if plan.lsn_range is not None:
-            return real_load(spark, plan)
-        spark.dataSource.register(CountingSource)
-        return (
-            spark.read.format(CountingSource.name())
-            .schema(sqlserver_source._spark_schema(plan.arrow_schema))
-            .option(sqlserver_source.PAYLOAD_OPTION, plan.encode())
-            .load()
-        )
+    def load(spark, plan, source=None):  # type: ignore[no-untyped-def]
+        return real_load(spark, plan, CountingSource if plan.lsn_range is None else source)
 
     sqlserver_source._load = load
 
@@ -167,12 +159,19 @@ def resume(workdir: Path, rows: int, chunk_rows: int, kill_at: float) -> dict[st
     first, spec1 = _start_child(workdir, db, chunk_rows, "killed")
     started = time.perf_counter()
     killed_at = None
+    seen: list[tuple[int, float]] = []  # (commit_seq, when it was first seen)
     while first.poll() is None:
         written = store.written_properties(path, "snapshot") if store.delta_table(path) else None
+        seq = (written or {}).get("commit_seq")
+        if seq is not None and (not seen or seen[-1][0] != seq):
+            seen.append((int(seq), time.perf_counter()))
         done = int((written or {}).get("rows") or 0)
         if written and written.get("in_progress") and done >= kill_at * rows:
+            # half way through the next batch: its chunks partly read, nothing of it committed
+            interval = seen[-1][1] - seen[-2][1] if len(seen) > 1 else 0.0
+            time.sleep(interval / 2)
             os.killpg(first.pid, signal.SIGKILL)  # the run process and everything it started
-            killed_at = done
+            killed_at = int((store.written_properties(path, "snapshot") or {}).get("rows") or 0)
             break
         time.sleep(0.2)
     first.wait()

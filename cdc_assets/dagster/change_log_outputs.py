@@ -31,6 +31,7 @@ from cdc_assets.sqlserver import (
 from cdc_assets.sqlserver.catalog import get_source_columns
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
+from .change_log_state import snapshot_progress
 from .io_manager import StoredFrame
 from .metadata import COLUMN_LINEAGE, OPERATION_NAMES, column_lineage, operation_counts
 from .names import SNAPSHOT_PARTITION
@@ -89,10 +90,7 @@ def snapshot_output(
     after each commit."""
     settings = source.config.connection_settings()
     policy = source.config.snapshot
-    path = table.change_log_key.path
-    unfinished = SnapshotProgress.from_properties(
-        source.store.written_properties(path, SNAPSHOT_PARTITION)
-    )
+    unfinished = snapshot_progress(source, table)
     min_lsn = get_min_lsn(conn, instance.name) if unfinished is not None else Lsn.ZERO
     resume, decided = resume_decision(unfinished, instance, min_lsn, reason)
     if decided is not None:

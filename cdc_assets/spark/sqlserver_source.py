@@ -248,13 +248,21 @@ _REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 _REGISTERING = threading.Lock()  # tables read side by side register it once
 
 
-def _load(spark: SparkSession, plan: ReadPlan) -> DataFrame:
-    with _REGISTERING:
-        if spark not in _REGISTERED:
-            spark.dataSource.register(SqlServerDataSource)
-            _REGISTERED.add(spark)
+def _load(
+    spark: SparkSession, plan: ReadPlan, source: type[SqlServerDataSource] | None = None
+) -> DataFrame:
+    """``plan``'s frame, read by the data source (``source``: a subclass of it, registered
+    under a name of its own: the tests' and benchmarks' counting or killing readers)."""
+    if source is None:
+        source = SqlServerDataSource
+        with _REGISTERING:
+            if spark not in _REGISTERED:
+                spark.dataSource.register(SqlServerDataSource)
+                _REGISTERED.add(spark)
+    else:
+        spark.dataSource.register(source)
     return (
-        spark.read.format(DATA_SOURCE_NAME)
+        spark.read.format(source.name())
         .schema(_spark_schema(plan.arrow_schema))
         .option(PAYLOAD_OPTION, plan.encode())
         .load()

@@ -119,16 +119,8 @@ def _arm_snapshot(stage: str, nth: int, reads: str) -> None:
 
     real_load = sqlserver_source._load
 
-    def load(spark, plan):  # type: ignore[no-untyped-def]
-        if plan.lsn_range is not None:
-            return real_load(spark, plan)
-        spark.dataSource.register(CountingSource)
-        return (
-            spark.read.format(CountingSource.name())
-            .schema(sqlserver_source._spark_schema(plan.arrow_schema))
-            .option(sqlserver_source.PAYLOAD_OPTION, plan.encode())
-            .load()
-        )
+    def load(spark, plan, source=None):  # type: ignore[no-untyped-def]
+        return real_load(spark, plan, CountingSource if plan.lsn_range is None else source)
 
     sqlserver_source._load = load
     real_commit = chunk_commits._commit
@@ -181,16 +173,10 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
 
         real_load = sqlserver_source._load
 
-        def load(spark, plan):  # type: ignore[no-untyped-def]
+        def load(spark, plan, source=None):  # type: ignore[no-untyped-def]
             if plan.lsn_range is None or not hit("read"):
-                return real_load(spark, plan)
-            spark.dataSource.register(KillingSource)
-            return (
-                spark.read.format(KillingSource.name())
-                .schema(sqlserver_source._spark_schema(plan.arrow_schema))
-                .option(sqlserver_source.PAYLOAD_OPTION, plan.encode())
-                .load()
-            )
+                return real_load(spark, plan, source)
+            return real_load(spark, plan, KillingSource)
 
         sqlserver_source._load = load
         real_in_driver = sqlserver_source.read_changes_in_driver

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, RunRequest, instance_for_test
+from dagster import DagsterInstance, DagsterRunStatus, Failure, RunRequest, instance_for_test
 from pyspark.sql import SparkSession
 
-from cdc_assets.dagster import sync_sensor
+from cdc_assets.dagster import mirror, sync_sensor
 from cdc_assets.dagster.change_log_state import snapshot_info
 from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, SOURCE_TAG
 from cdc_assets.dagster.run_lines import progress_lines
@@ -203,6 +203,20 @@ def _start(
     return kills._start(tmp_path, raw, instance, stage, nth=nth, extra={"reads": str(reads)})
 
 
+def _lost_after_one(why: str) -> Any:
+    """``append_chunks`` that commits the first batch and fails the second (the run's end)."""
+    real = snapshot_chunks.append_chunks
+    calls = {"n": 0}
+
+    def append_chunks(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError(why)
+        return real(*args, **kwargs)
+
+    return append_chunks
+
+
 def test_a_new_request_starts_over_and_a_plain_one_resumes(
     tmp_path: Path, spark: SparkSession, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -218,28 +232,18 @@ def test_a_new_request_starts_over_and_a_plain_one_resumes(
         chunk_rows=50,
         chunks_per_commit=1,
     )
-    real = snapshot_chunks.append_chunks
-    calls = {"n": 0}
-
-    def lost_after_one(*args: Any, **kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("the driver lost its executors")
-        return real(*args, **kwargs)
-
     with monkeypatch.context() as patch:
-        patch.setattr(snapshot_chunks, "append_chunks", lost_after_one)
+        patch.setattr(snapshot_chunks, "append_chunks", _lost_after_one("executors lost"))
         assert not harness.execute(harness.tick().run_requests[0]).success
     first = _unfinished(harness)
     assert first.chunks_done == 1 and first.properties["reason"] == "initial snapshot"
 
-    calls["n"] = 0
     again = RunRequest(
         partition_key=SNAPSHOT_PARTITION,
         tags={SOURCE_TAG: SOURCE, RESNAPSHOT_TAG: "read it again, the source was restored"},
     )
     with monkeypatch.context() as patch:
-        patch.setattr(snapshot_chunks, "append_chunks", lost_after_one)
+        patch.setattr(snapshot_chunks, "append_chunks", _lost_after_one("executors lost"))
         result = harness.execute(again)
     assert not result.success
     second = _unfinished(harness)
@@ -369,25 +373,19 @@ def test_an_unfinished_snapshot_is_no_snapshot_to_readers(
     markers = stored.where(f"{PARTITION_COLUMN} = 'snapshot' AND {PROPERTIES_COLUMN} IS NOT NULL")
     assert markers.count() == finished["commit_seq"] + 1  # a properties row per commit
 
-    real = snapshot_chunks.append_chunks
-    calls = {"n": 0}
-
-    def lost_after_one(*args: Any, **kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("the source connection dropped")
-        return real(*args, **kwargs)
-
     again = RunRequest(
         partition_key=SNAPSHOT_PARTITION, tags={SOURCE_TAG: SOURCE, RESNAPSHOT_TAG: "by hand"}
     )
     with monkeypatch.context() as patch:
-        patch.setattr(snapshot_chunks, "append_chunks", lost_after_one)
+        patch.setattr(snapshot_chunks, "append_chunks", _lost_after_one("connection dropped"))
         assert not harness.execute(again).success
     unfinished = _unfinished(harness)  # the old snapshot is gone, the new one not there yet
     assert unfinished.chunks_done == 1
     assert harness.source.store.read(spark, path, SNAPSHOT_PARTITION).count() < rows
     assert SourceSync.load(harness.source)[table].snapshot is None
+    # a range run's mirror step leaves the mirror as it is, saying why
+    with pytest.raises(Failure, match="its snapshot is under way \\(1 chunks"):
+        mirror._mirror_output(spark, harness.source, table, lambda _: [], Lsn.ZERO, None, None)
     # a run that still writes an older snapshot of the table stops at its next commit
     older = replace(unfinished, write_id="an older run's", commit_seq=0)
     plan = sqlserver_source.plan_snapshot(
