@@ -217,12 +217,14 @@ def _lost_after_one(why: str) -> Any:
     return append_chunks
 
 
-def test_a_new_request_starts_over_and_a_plain_one_resumes(
+def test_an_unfinished_snapshot_is_none_a_new_request_starts_over_a_plain_one_resumes(
     tmp_path: Path, spark: SparkSession, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Interrupted after its first commit (an exception: the driver lost), a snapshot is
-    discarded by a run asking for a snapshot of its own (a re-snapshot reason), whose own
-    interrupted snapshot is then resumed by the sensor's plain request."""
+    """A finished snapshot written in several commits; a re-snapshot interrupted after its first
+    commit (an exception: the driver lost) replaced it and is no snapshot to any reader; a run
+    asking for a snapshot of its own (another re-snapshot reason) discards it; its own
+    interrupted snapshot is then resumed by the sensor's plain request, with progress lines, and
+    the mirror equals the source."""
     harness = make_harness(
         tmp_path,
         spark,
@@ -232,11 +234,45 @@ def test_a_new_request_starts_over_and_a_plain_one_resumes(
         chunk_rows=50,
         chunks_per_commit=1,
     )
+    harness.sync()
+    table = harness.source.tables[0]
+    path = table.change_log_key.path
+    finished = harness.source.store.properties(path, SNAPSHOT_PARTITION)
+    assert finished is not None and finished["chunks_done"] >= 4
+    assert SourceSync.load(harness.source)[table].snapshot is not None
+    rows = harness.source.store.read(spark, path, SNAPSHOT_PARTITION).count()
+    stored = spark.read.format("delta").load(harness.source.store.location(path))
+    markers = stored.where(f"{PARTITION_COLUMN} = 'snapshot' AND {PROPERTIES_COLUMN} IS NOT NULL")
+    assert markers.count() == finished["commit_seq"] + 1  # a properties row per commit
+
+    by_hand = RunRequest(
+        partition_key=SNAPSHOT_PARTITION, tags={SOURCE_TAG: SOURCE, RESNAPSHOT_TAG: "by hand"}
+    )
     with monkeypatch.context() as patch:
-        patch.setattr(snapshot_chunks, "append_chunks", _lost_after_one("executors lost"))
-        assert not harness.execute(harness.tick().run_requests[0]).success
-    first = _unfinished(harness)
-    assert first.chunks_done == 1 and first.properties["reason"] == "initial snapshot"
+        patch.setattr(snapshot_chunks, "append_chunks", _lost_after_one("connection dropped"))
+        assert not harness.execute(by_hand).success
+    first = _unfinished(harness)  # the old snapshot is gone, the new one not there yet
+    assert first.chunks_done == 1 and first.properties["reason"] == "by hand"
+    assert harness.source.store.read(spark, path, SNAPSHOT_PARTITION).count() < rows
+    # a range run's mirror step leaves the mirror as it is, saying why
+    with pytest.raises(Failure, match="its snapshot is under way \\(1 chunks"):
+        mirror._mirror_output(spark, harness.source, table, lambda _: [], Lsn.ZERO, None, None)
+    # a run that still writes an older snapshot of the table stops at its next commit
+    older = replace(first, write_id="an older run's", commit_seq=0)
+    plan = sqlserver_source.plan_snapshot(
+        harness.source.config.connection_settings(), table.instance, after=older.last_key
+    )
+    with pytest.raises(SnapshotReplaced, match="another snapshot of this table"):
+        snapshot_chunks.write_in_chunks(
+            spark,
+            harness.source.store,
+            path,
+            SNAPSHOT_PARTITION,
+            plan,
+            identity={},
+            write_id=older.write_id,
+            resume=older,
+        )
 
     again = RunRequest(
         partition_key=SNAPSHOT_PARTITION,
@@ -262,10 +298,8 @@ def test_a_new_request_starts_over_and_a_plain_one_resumes(
     assert len(lines) >= 2, lines  # the chunks after the first, one commit each
     assert lines[0].startswith("run snapshot (running): [dbo].[t0000] snapshot: ")
     assert " of ~" in lines[0] and "2 of " in lines[0] and " left" in lines[0], lines
-    assert lines[-1].endswith(" chunks, complete") or ", complete" in lines[-1], lines
-    done = harness.source.store.properties(
-        harness.source.tables[0].change_log_key.path, SNAPSHOT_PARTITION
-    )
+    assert lines[-1].endswith(", complete") and " chunks" in lines[-1], lines
+    done = harness.source.store.properties(path, SNAPSHOT_PARTITION)
     assert done is not None
     assert done["write_id"] == second.write_id and done["resumes"] == 1
     (materialization,) = [
@@ -279,7 +313,7 @@ def test_a_new_request_starts_over_and_a_plain_one_resumes(
     assert metadata["snapshot_resumes"] == 1 and metadata["snapshot_chunks"] >= 4
     assert metadata["snapshot_commits"] == done["commit_seq"] + 1
     assert metadata["snapshot_rows_expected"] > 0
-    harness.capture()  # past the snapshot's watermarks: the first range builds the mirror
+    harness.capture()  # past the snapshot's watermarks: the next range rebuilds the mirror
     harness.sync()
     assert_small_mirrors_equal(harness)
 
@@ -344,61 +378,3 @@ def test_resume_rule(
     else:
         assert resumed is None and starts_over_because in line, line
     assert resume_decision(None, instance, Lsn.from_int(min_lsn), reason) == (None, None)
-
-
-def test_an_unfinished_snapshot_is_no_snapshot_to_readers(
-    tmp_path: Path, spark: SparkSession, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Only the newest properties row of a partition written in several commits counts, and while
-    it says in progress the partition is not published; a re-snapshot's first commit replaces
-    the finished snapshot before it, and the sync state forgets it first."""
-    harness = make_harness(
-        tmp_path,
-        spark,
-        instance,
-        rows=120,
-        tables=small_tables(1),
-        chunk_rows=40,
-        chunks_per_commit=1,
-    )
-    harness.sync()
-    table = harness.source.tables[0]
-    path = table.change_log_key.path
-    finished = harness.source.store.properties(path, SNAPSHOT_PARTITION)
-    assert finished is not None and finished["chunks_done"] >= 3
-    assert SourceSync.load(harness.source)[table].snapshot is not None
-    rows = harness.source.store.read(spark, path, SNAPSHOT_PARTITION).count()
-    table_uri = harness.source.store.location(path)
-    stored = spark.read.format("delta").load(table_uri)
-    markers = stored.where(f"{PARTITION_COLUMN} = 'snapshot' AND {PROPERTIES_COLUMN} IS NOT NULL")
-    assert markers.count() == finished["commit_seq"] + 1  # a properties row per commit
-
-    again = RunRequest(
-        partition_key=SNAPSHOT_PARTITION, tags={SOURCE_TAG: SOURCE, RESNAPSHOT_TAG: "by hand"}
-    )
-    with monkeypatch.context() as patch:
-        patch.setattr(snapshot_chunks, "append_chunks", _lost_after_one("connection dropped"))
-        assert not harness.execute(again).success
-    unfinished = _unfinished(harness)  # the old snapshot is gone, the new one not there yet
-    assert unfinished.chunks_done == 1
-    assert harness.source.store.read(spark, path, SNAPSHOT_PARTITION).count() < rows
-    assert SourceSync.load(harness.source)[table].snapshot is None
-    # a range run's mirror step leaves the mirror as it is, saying why
-    with pytest.raises(Failure, match="its snapshot is under way \\(1 chunks"):
-        mirror._mirror_output(spark, harness.source, table, lambda _: [], Lsn.ZERO, None, None)
-    # a run that still writes an older snapshot of the table stops at its next commit
-    older = replace(unfinished, write_id="an older run's", commit_seq=0)
-    plan = sqlserver_source.plan_snapshot(
-        harness.source.config.connection_settings(), table.instance, after=older.last_key
-    )
-    with pytest.raises(SnapshotReplaced, match="another snapshot of this table"):
-        snapshot_chunks.write_in_chunks(
-            spark,
-            harness.source.store,
-            path,
-            SNAPSHOT_PARTITION,
-            plan,
-            identity={},
-            write_id=older.write_id,
-            resume=older,
-        )
