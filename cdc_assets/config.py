@@ -14,7 +14,8 @@
                overdue_after_minutes: 15,    # mirrors' freshness policy (default: derived)
                retain_ranges: 1d,   # ranges kept: a duration (30m, 12h, 7d) or a count
                tables_in_parallel: 4}   # tables a run works on at the same time
-        snapshot: {mode: auto, chunk_rows: 250000}           # auto | exact | fuzzy
+        snapshot: {mode: auto, chunk_rows: 250000,           # auto | exact | fuzzy
+                   chunks_per_commit: 0}   # key ranges per commit (0: Spark's parallelism)
         maintenance: {cron: "0 * * * *", keep_history: 7d,  # VACUUM, Delta log retention
                       drop_retired_changes: false,          # delete retired ranges' rows
                       keep_runs: 30d}                       # finished runs kept; null: all
@@ -241,6 +242,12 @@ class SnapshotPolicy(_Model):
     )
     chunk_rows: int = Field(
         default=250_000, ge=1, description="Rows per key range read by one Spark task."
+    )
+    chunks_per_commit: int = Field(
+        default=0,
+        ge=0,
+        description="Key ranges read together and committed in one Delta commit: a snapshot "
+        "killed half way resumes after its last commit. 0: as many as Spark runs at once.",
     )
 
 

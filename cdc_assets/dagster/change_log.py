@@ -26,6 +26,7 @@ This module holds the asset factory; what a partition writes is in :mod:`.change
 the checks in :mod:`.change_log_checks`, snapshot and gap marks in :mod:`.change_log_state`.
 """
 
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -35,6 +36,7 @@ from dagster import (
     AssetCheckSeverity,
     AssetExecutionContext,
     AssetMaterialization,
+    AssetObservation,
     AssetOut,
     AssetsDefinition,
     DynamicPartitionsDefinition,
@@ -78,6 +80,7 @@ from .names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, gro
 from .partitions import parse_partition
 from .quiet_ranges import quiet_tables, record_quiet
 from .range_order import wait_for_earlier_ranges
+from .snapshot_resume import Progress
 from .source import Source, Table
 from .sync_state import SourceSync
 from .table_failures import cleared, record_failures
@@ -173,7 +176,10 @@ def _change_log_step(
             if lsn_range is None:
                 reason = context.run.tags.get(RESNAPSHOT_TAG)
                 instance = instance_for(found, table, None)
-                stored = snapshot_output(spark, source, table, instance, reason)
+                live = _LiveReports(context, table)
+                stored = snapshot_output(
+                    spark, source, table, instance, reason, conn, log=live.log, report=live.report
+                )
             else:
                 snapshot = snapshot_info(source, table)
                 read_range = effective_range(lsn_range, snapshot)
@@ -317,6 +323,35 @@ def _change_log_step(
 
 
 Event = Output | AssetCheckResult | AssetMaterialization | LogLine
+
+_LIVE_LOCK = threading.Lock()  # one table's worker thread at a time writes to the step's log
+
+
+class _LiveReports:
+    """A long snapshot's lines and progress, logged as they happen from the table's worker
+    thread (its other events wait for the table to finish): a log line per committed batch of
+    chunks and an observation of the change log's ``snapshot`` partition with the numbers."""
+
+    def __init__(self, context: AssetExecutionContext, table: Table) -> None:
+        self._context = context
+        self._table = table
+
+    def log(self, text: str) -> None:
+        with _LIVE_LOCK:
+            self._context.log.info(text)
+
+    def report(self, progress: Progress) -> None:
+        line = progress.line()
+        with _LIVE_LOCK:
+            self._context.log.info(line)
+            self._context.log_event(
+                AssetObservation(
+                    asset_key=self._table.change_log_key,
+                    partition=SNAPSHOT_PARTITION,
+                    description=line,
+                    metadata=progress.metadata(),
+                )
+            )
 
 
 def _record_snapshots(

@@ -6,6 +6,8 @@ the ``coverage`` check judges."""
 
 import datetime as dt
 import threading
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -14,7 +16,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
-from cdc_assets.spark.asset_store import DRIVER_WRITE_ROWS, RowsInDriver
+from cdc_assets.spark.asset_store import DRIVER_WRITE_ROWS, AssetStore, Published, RowsInDriver
+from cdc_assets.spark.session import write_parallelism
+from cdc_assets.spark.snapshot_chunks import BatchCommitted, SnapshotProgress, write_in_chunks
 from cdc_assets.sqlserver import (
     CaptureInstance,
     SourceTable,
@@ -27,10 +31,13 @@ from cdc_assets.sqlserver import (
 from cdc_assets.sqlserver.catalog import get_source_columns
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
+from .change_log_state import snapshot_progress
 from .io_manager import StoredFrame
 from .metadata import COLUMN_LINEAGE, OPERATION_NAMES, column_lineage, operation_counts
 from .names import SNAPSHOT_PARTITION
+from .snapshot_resume import INITIAL_REASON, Progress, capture_instance_start, resume_decision
 from .source import Source, Table
+from .sync_state import forget_snapshot
 
 
 def instance_for(found: SourceTable | None, table: Table, first: Lsn | None) -> CaptureInstance:
@@ -67,17 +74,47 @@ def _operation_counts(
 
 
 def snapshot_output(
-    spark: SparkSession, source: Source, table: Table, instance: CaptureInstance, reason: str | None
+    spark: SparkSession,
+    source: Source,
+    table: Table,
+    instance: CaptureInstance,
+    reason: str | None,
+    conn: DbapiConnection,
+    *,
+    log: Callable[[str], None] = lambda _: None,
+    report: Callable[[Progress], None] = lambda _: None,
 ) -> StoredFrame:
+    """The ``snapshot`` partition of ``table``: one commit for a table of one key range, else a
+    commit per batch of key ranges that resumes an unfinished snapshot where it stopped
+    (:mod:`.snapshot_resume`); ``log`` gets the run's lines about that, ``report`` the progress
+    after each commit."""
     settings = source.config.connection_settings()
     policy = source.config.snapshot
+    unfinished = snapshot_progress(source, table)
+    min_lsn = get_min_lsn(conn, instance.name) if unfinished is not None else Lsn.ZERO
+    resume, decided = resume_decision(unfinished, instance, min_lsn, reason)
+    if decided is not None:
+        log(decided)
+    if resume is not None:
+        left = resume.properties.get("rows_expected")
+        plan = sqlserver_source.plan_snapshot(
+            settings,
+            instance,
+            mode=policy.mode,
+            chunk_rows=policy.chunk_rows,
+            after=resume.last_key,
+            rows_after=max(0, int(left) - resume.rows) if isinstance(left, int) else None,
+        )
+        return _chunked(spark, source, table, instance, plan, resume, report)
     plan = sqlserver_source.plan_snapshot(
         settings, instance, mode=policy.mode, chunk_rows=policy.chunk_rows
     )
+    if len(plan.key_ranges) > 1:
+        return _chunked(spark, source, table, instance, plan, None, report, reason)
     mode = plan.mode
     # A small table is read here, in the driver: a Spark task and the jobs that read its rows
     # back (the summary, the size check) cost more than its rows (a thousand small tables).
-    small = len(plan.key_ranges) == 1 and (plan.rows or 0) <= DRIVER_WRITE_ROWS
+    small = (plan.rows or 0) <= DRIVER_WRITE_ROWS
     df = None if small else sqlserver_source.load_snapshot(spark, plan)
     in_driver = (
         RowsInDriver(
@@ -91,18 +128,44 @@ def snapshot_output(
     def finalize(written: DataFrame | pa.Table) -> dict[str, Any]:
         replay_from, snapshot_lsn, rows = sqlserver_source.snapshot_summary(written)
         return {
-            "kind": SNAPSHOT_PARTITION,
-            "capture_instance": instance.name,
-            "mode": mode,
+            **_identity(instance, mode, reason, plan.rows),
             "replay_from": replay_from.hex,
             "snapshot_lsn": snapshot_lsn.hex,
             "rows": rows,
             "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "reason": reason or "initial snapshot",
         }
 
+    # the ranges' columns too: a range without changes is then a properties row alone
+    later = sqlserver_source.empty_change_frame(spark, instance)
+    return StoredFrame(
+        df,
+        finalize,
+        _snapshot_metadata(table, instance),
+        later_columns=later,
+        rows=plan.rows,
+        in_driver=in_driver,
+    )
+
+
+def _identity(
+    instance: CaptureInstance, mode: str, reason: str | None, rows_expected: int | None
+) -> dict[str, Any]:
+    """What every commit of a table's snapshot says about it (the last one among the rest)."""
+    return {
+        "kind": SNAPSHOT_PARTITION,
+        "capture_instance": instance.name,
+        "capture_instance_start": capture_instance_start(instance),
+        "mode": mode,
+        "reason": reason or INITIAL_REASON,
+        "rows_expected": rows_expected,
+    }
+
+
+def _snapshot_metadata(
+    table: Table, instance: CaptureInstance
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
-        return {
+        found = {
             "dagster/row_count": p["rows"],
             "snapshot_lsn": p["snapshot_lsn"],
             "replay_from": MetadataValue.text(p["replay_from"]),
@@ -111,12 +174,60 @@ def snapshot_output(
             "snapshot_reason": MetadataValue.text(p["reason"]),
             COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),
         }
+        if isinstance(p.get("rows_expected"), int):
+            found["snapshot_rows_expected"] = p["rows_expected"]
+        if isinstance(p.get("commit_seq"), int):  # written a batch of key ranges per commit
+            found["snapshot_chunks"] = p["chunks_done"]
+            found["snapshot_commits"] = p["commit_seq"] + 1
+            found["snapshot_resumes"] = p["resumes"]
+            found["snapshot_started_at"] = p["started_at"]
+        return found
 
-    # the ranges' columns too: a range without changes is then a properties row alone
-    later = sqlserver_source.empty_change_frame(spark, instance)
-    return StoredFrame(
-        df, finalize, metadata, later_columns=later, rows=plan.rows, in_driver=in_driver
-    )
+    return metadata
+
+
+def _chunked(
+    spark: SparkSession,
+    source: Source,
+    table: Table,
+    instance: CaptureInstance,
+    plan: sqlserver_source.ReadPlan,
+    resume: SnapshotProgress | None,
+    report: Callable[[Progress], None],
+    reason: str | None = None,
+) -> StoredFrame:
+    """The snapshot written a batch of key ranges at a time (:mod:`.snapshot_resume`)."""
+    policy = source.config.snapshot
+    mode: str = plan.mode
+    if resume is not None:
+        reason = str(resume.properties.get("reason") or INITIAL_REASON)
+        if resume.properties.get("mode") != mode:
+            mode = "fuzzy"  # chunks of both kinds: not one snapshot transaction
+    identity = _identity(instance, mode, reason, plan.rows)
+    per_commit = policy.chunks_per_commit or write_parallelism(spark)
+    write_id = resume.write_id if resume is not None else uuid.uuid4().hex
+
+    def on_commit(batch: BatchCommitted) -> None:
+        report(Progress.of(table.qualified_name, batch, plan.rows))
+
+    def write(spark: SparkSession, store: AssetStore, key_path: Sequence[str]) -> Published:
+        published = write_in_chunks(
+            spark,
+            store,
+            key_path,
+            SNAPSHOT_PARTITION,
+            plan,
+            identity=identity,
+            write_id=write_id,
+            resume=resume,
+            chunks_per_commit=per_commit,
+            later_columns=sqlserver_source.empty_change_frame(spark, instance),
+            before_first_commit=lambda: forget_snapshot(spark, source, table),
+            on_commit=on_commit,
+        )
+        return published
+
+    return StoredFrame(None, metadata=_snapshot_metadata(table, instance), write=write)
 
 
 class RangeTimes:

@@ -1,12 +1,14 @@
 """What the store says about a table's change log besides its data: the snapshot it was taken
-with, and the gap marks — a range refused because cleanup removed changes it needs (or a schema
-change), which tells the sync sensor to re-snapshot the table (``sync.on_gap``)."""
+with (or the snapshot under way, not published until its last chunk commit), and the gap
+marks — a range refused because cleanup removed changes it needs (or a schema change), which
+tells the sync sensor to re-snapshot the table (``sync.on_gap``)."""
 
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from cdc_assets.spark.asset_store import WRITE_ID
+from cdc_assets.spark.snapshot_chunks import SnapshotProgress
 
 from .chain import SnapshotInfo
 from .names import SNAPSHOT_PARTITION
@@ -18,6 +20,15 @@ def snapshot_info(source: Source, table: Table) -> SnapshotInfo | None:
     properties = source.store.properties(path, SNAPSHOT_PARTITION)
     version = properties.get(WRITE_ID) if properties else None
     return SnapshotInfo.from_properties(properties, version)
+
+
+def snapshot_progress(source: Source, table: Table) -> SnapshotProgress | None:
+    """The table's unfinished snapshot (written in chunk commits, not published yet): what its
+    newest commit says; None when there is none (no snapshot, or a finished one)."""
+    path = table.change_log_key.path
+    return SnapshotProgress.from_properties(
+        source.store.written_properties(path, SNAPSHOT_PARTITION)
+    )
 
 
 def mark_gap(

@@ -43,7 +43,7 @@ from .chain import (
     ranges_covering,
 )
 from .chain_end_check import as_evaluation, at_chain_end_result
-from .change_log_state import snapshot_info
+from .change_log_state import snapshot_info, snapshot_progress
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
 from .metadata import (
     COLUMN_LINEAGE,
@@ -152,6 +152,15 @@ def _mirror_output(
     (``snapshot``: the table's snapshot, ``state``: the mirror's properties, both read by the
     caller)."""
     if snapshot is None:
+        under_way = snapshot_progress(source, table)
+        if under_way is not None:
+            raise Failure(
+                f"{table.qualified_name}: its snapshot is under way ({under_way.chunks_done} "
+                f"chunks, {under_way.rows:,} rows committed, started {under_way.started_at}); "
+                "the mirror stays as it is until it is complete. A snapshot run of the table "
+                "resumes it (materialize the 'snapshot' partition of "
+                f"{table.change_log_key.to_user_string()})."
+            )
         raise Failure(
             f"{table.qualified_name} has no snapshot yet: materialize the 'snapshot' partition of "
             f"{table.change_log_key.to_user_string()} first."

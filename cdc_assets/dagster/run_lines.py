@@ -3,8 +3,11 @@
 ``python -m cdc_assets.dagster.run_lines LOG`` follows the instance ``$DAGSTER_HOME`` and prints,
 for every run that ends, its partition, the tables it changed, the rows, how long it took and the
 lag of the newest commit it carried; a failed run or a failed check as one ``FAILED``/``check``
-line with Dagster's message. It also follows the log file ``LOG`` (where ``dagster dev`` writes)
-and repeats its warnings and errors, one line each. SIGINT or SIGTERM ends it quietly.
+line with Dagster's message. While a run takes a big table's snapshot, each batch of chunks it
+commits gives a progress line (rows done of the rows expected, chunks, rows/s, time left: the
+run's observations of the change log's ``snapshot`` partition). It also follows the log file
+``LOG`` (where ``dagster dev`` writes) and repeats its warnings and errors, one line each.
+SIGINT or SIGTERM ends it quietly.
 """
 
 from __future__ import annotations
@@ -141,6 +144,28 @@ def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[
     return line, checks
 
 
+SNAPSHOT_PROGRESS = "snapshot_rows_done"  # in the metadata of a snapshot's progress reports
+
+
+def progress_lines(
+    instance: DagsterInstance, run_id: str, cursor: str | None = None
+) -> tuple[list[str], str | None]:
+    """The snapshot progress a run reported after ``cursor`` (None: from its start), one line
+    each, and the cursor to ask from next time."""
+    found = instance.get_records_for_run(
+        run_id, cursor=cursor, of_type=DagsterEventType.ASSET_OBSERVATION, limit=1000
+    )
+    lines = []
+    for record in found.records:
+        observation = record.event_log_entry.asset_observation
+        if observation is None or SNAPSHOT_PROGRESS not in observation.metadata:
+            continue
+        run = instance.get_run_by_id(run_id)
+        partition = run.tags.get(PARTITION_TAG, "-") if run is not None else "-"
+        lines.append(f"run {partition} (running): {observation.description}")
+    return lines, found.cursor or cursor
+
+
 def _log_lines(path: Path) -> Iterator[str]:
     """New warning and error lines of the log at ``path`` since the last call (none at first)."""
     position = path.stat().st_size if path.exists() else 0
@@ -176,6 +201,7 @@ def follow(log: Path, out: IO[str], interval: float = 2.0) -> None:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     seen: set[str] = set()
+    progress: dict[str, str | None] = {}  # a running run's cursor in its progress reports
     lines = _log_lines(log)
     with DagsterInstance.get() as instance:
         # Runs finished before this demo started are not news.
@@ -183,12 +209,23 @@ def follow(log: Path, out: IO[str], interval: float = 2.0) -> None:
         while not stop:
             for line in iter(lambda: next(lines), ""):
                 out.write(f"demo: {line}\n")
+            running = instance.get_run_records(
+                RunsFilter(statuses=[DagsterRunStatus.STARTED]), limit=20
+            )
+            for record in running:
+                run_id = record.dagster_run.run_id
+                if run_id in seen:
+                    continue
+                reports, progress[run_id] = progress_lines(instance, run_id, progress.get(run_id))
+                for report in reports:
+                    out.write(f"demo: {report}\n")
             records = instance.get_run_records(RunsFilter(statuses=FINISHED), limit=50)
             for record in reversed(records):
                 run_id = record.dagster_run.run_id
                 if run_id in seen:
                     continue
                 seen.add(run_id)
+                progress.pop(run_id, None)
                 line, checks = describe_run(instance, run_id)
                 # A run of no partition (the health job every 5 minutes, a check launched by
                 # hand) is news only when it fails or a check fails.

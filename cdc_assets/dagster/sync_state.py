@@ -187,6 +187,21 @@ class SourceSync:
             self._read[table_id(table)] = new.to_json()
 
 
+def forget_snapshot(spark: SparkSession | None, source: Source, table: Table) -> None:
+    """Before a new snapshot's first chunk commit replaces the table's ``snapshot`` partition:
+    its row says the table has no snapshot (an unfinished one is none), so the sensor sends the
+    table a snapshot run (which resumes) whatever happens to this one. Written ahead of the
+    store, on purpose: "no snapshot" is never a claim the store contradicts for long — the
+    partition holds an unfinished snapshot from the first commit on, and the run that finishes
+    it writes the new snapshot down. A row changed by someone else meanwhile is read again."""
+    for _ in range(5):
+        sync = SourceSync.load(source, fill=False)
+        if table in sync.missing or sync[table].snapshot is None:
+            return
+        sync.write(spark, {table: replace(sync[table], snapshot=None)})
+    raise RuntimeError(f"{table.qualified_name}: the sync state kept changing under the snapshot")
+
+
 def now() -> float:
     return dt.datetime.now(dt.UTC).timestamp()
 

@@ -107,6 +107,7 @@ class Session:
         db.create_function("_emu_now", 2, self._guard(self._fn_now))
         db.create_function("_emu_newid", 0, lambda: str(uuid.uuid4()).upper())
         db.create_function("_emu_check_range", 7, self._guard(self._fn_check_range))
+        db.create_function("_emu_table_rows", 1, self._guard(self._fn_table_rows))
 
     def _fn_cmd(self) -> int:
         if self.tx is None:
@@ -149,6 +150,14 @@ class Session:
         if self.tx is None or self.tx.savepoint_lsn is None:
             return None
         return T.encode_lsn_numeric(udfs.lsn_numeric(self.tx.savepoint_lsn))
+
+    def _fn_table_rows(self, physical: str) -> int:
+        """``sys.partitions.rows`` of a table: its rows as this session sees them."""
+        try:
+            (count,) = self.db.execute(f"SELECT COUNT(*) FROM {storage.quote(physical)}").fetchone()
+        except sqlite3.OperationalError:  # dropped meanwhile
+            return 0
+        return int(count)
 
     def _fn_now(self, clock: str, type_sql: str) -> Any:
         sql_type, _ = T.parse_type_text(type_sql)

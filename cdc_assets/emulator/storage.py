@@ -293,6 +293,24 @@ SYSTEM_OBJECTS: tuple[SystemObject, ...] = (
             ("is_table_type", T.BIT),
         ),
     ),
+    # One row per table (heap: index_id 0, clustered primary key: 1); ``rows`` is the table's
+    # committed rows, counted when asked (SQL Server keeps the number with every change; its docs
+    # call it approximate: it may include rows of transactions in flight).
+    SystemObject(
+        "sys",
+        "partitions",
+        _cols(
+            ("partition_id", T.BIGINT),
+            ("object_id", T.INT),
+            ("index_id", T.INT),
+            ("partition_number", T.INT),
+            ("hobt_id", T.BIGINT),
+            ("rows", T.BIGINT),
+            ("filestream_filegroup_id", T.SMALLINT),
+            ("data_compression", T.TINYINT),
+            ("data_compression_desc", T.SqlType("nvarchar", length=60)),
+        ),
+    ),
     SystemObject(
         "sys",
         "dm_tran_current_transaction",
@@ -368,6 +386,13 @@ _VIEWS: dict[str, str] = {
                is_nullable, 0 AS is_user_defined, 0 AS is_assembly_type,
                0 AS default_object_id, 0 AS rule_object_id, 0 AS is_table_type
         FROM _emu_types""",
+    "sys.partitions": """
+        SELECT o.object_id * 256 + (o.pk_name IS NOT NULL) AS partition_id, o.object_id,
+               CASE WHEN o.pk_name IS NULL THEN 0 ELSE 1 END AS index_id,
+               1 AS partition_number, o.object_id * 256 + (o.pk_name IS NOT NULL) AS hobt_id,
+               _emu_table_rows(o.physical) AS rows, 0 AS filestream_filegroup_id,
+               0 AS data_compression, 'NONE' AS data_compression_desc
+        FROM _emu_objects AS o WHERE o.type = 'U'""",
     "sys.dm_tran_current_transaction": """
         SELECT _emu_tran_id() AS transaction_id, _emu_tran_id() AS transaction_sequence_num,
                _emu_tran_is_snapshot() AS transaction_is_snapshot,
@@ -437,6 +462,9 @@ CREATE TABLE IF NOT EXISTS _emu_catalog_changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, token INTEGER NOT NULL, object_id INTEGER);
 """
 
+# views added after the first layout: created in older database files when they are opened
+ADDED_VIEWS = ("sys.partitions",)
+
 CDC_OBJECT_NAMES = tuple(o for o in SYSTEM_OBJECTS if o.requires_cdc)
 
 
@@ -475,12 +503,12 @@ def bootstrap(db: sqlite3.Connection) -> None:
     present = {
         r[0]
         for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' "
-            "AND name IN ('_emu_state', '_emu_catalog_changes')"
+            "SELECT name FROM sqlite_master "
+            "WHERE name IN ('_emu_state', '_emu_catalog_changes', 'sys.partitions')"
         )
     }
     if "_emu_state" in present:
-        if "_emu_catalog_changes" not in present:
+        if "_emu_catalog_changes" not in present or "sys.partitions" not in present:
             _add_tables(db)
         return
     db.execute("BEGIN IMMEDIATE")
@@ -535,12 +563,14 @@ def bootstrap(db: sqlite3.Connection) -> None:
 
 
 def _add_tables(db: sqlite3.Connection) -> None:
-    """Create the tables added to the layout since ``db`` was made."""
+    """Create the tables and views added to the layout since ``db`` was made."""
     db.execute("BEGIN IMMEDIATE")
     try:
         for statement in _ADDED_DDL.strip().split(";"):
             if statement.strip():
                 db.execute(statement)
+        for name in ADDED_VIEWS:
+            db.execute(f"CREATE VIEW IF NOT EXISTS {quote(name)} AS {_VIEWS[name]}")
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")

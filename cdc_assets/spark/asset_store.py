@@ -61,6 +61,11 @@ WRITE_ID = "write_id"  # in every partition's properties: tells one write of it 
 # partitions' columns (the snapshot's, the ranges', those before and after a schema change).
 STORED_COLUMNS = "stored_columns"
 GAP = "gap"  # a partition's properties when it could not be written: {"gap": {...}}
+# A partition written in several commits (a snapshot's chunks, :mod:`.chunk_commits`) has a
+# properties row per commit: the newest (highest COMMIT_SEQ) is the partition's; while it says
+# IN_PROGRESS the partition is not published (its rows are a part of it).
+COMMIT_SEQ = "commit_seq"
+IN_PROGRESS = "in_progress"
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # Old layout (before Delta): <base>/<key path>/<partition or __all__>/_CURRENT
 OLD_LAYOUT_POINTER = "_CURRENT"
@@ -226,7 +231,13 @@ def _properties_in(table: Any, partitions: Sequence[str]) -> dict[str, Propertie
         filter=pc.field(PROPERTIES_COLUMN).is_valid(),
         use_threads=False,  # see sync_state_store.read_rows: an abort at exit otherwise
     ).to_pylist()
-    return {r[PARTITION_COLUMN]: json.loads(r[PROPERTIES_COLUMN]) for r in rows}
+    found: dict[str, Properties] = {}
+    for r in rows:
+        properties = json.loads(r[PROPERTIES_COLUMN])
+        held = found.get(r[PARTITION_COLUMN])
+        if held is None or properties.get(COMMIT_SEQ, -1) > held.get(COMMIT_SEQ, -1):
+            found[r[PARTITION_COLUMN]] = properties
+    return found
 
 
 def _stored_columns(found: Mapping[str, Properties], partitions: Sequence[str]) -> list[str]:
@@ -422,9 +433,14 @@ class AssetStore:
             found = self.commit_properties(key_path)
             return None if found is None else found[1]
         properties = self._partition_properties(key_path, partition)
-        if properties is None or GAP in properties:
+        if properties is None or GAP in properties or properties.get(IN_PROGRESS):
             return None
         return properties
+
+    def written_properties(self, key_path: Sequence[str], partition: str) -> Properties | None:
+        """The newest properties row of ``partition`` as written: also a gap's, or a partition
+        still being written in several commits (``IN_PROGRESS``); None when it has none."""
+        return self._partition_properties(key_path, partition)
 
     def is_published(self, key_path: Sequence[str], partition: str | None) -> bool:
         return self.properties(key_path, partition) is not None

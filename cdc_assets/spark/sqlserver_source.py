@@ -30,7 +30,7 @@ import re
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -54,7 +54,7 @@ from cdc_assets.sqlserver import (
 )
 from cdc_assets.sqlserver.arrow_types import arrow_schema
 from cdc_assets.sqlserver.changes import change_schema
-from cdc_assets.sqlserver.chunks import plan_key_ranges
+from cdc_assets.sqlserver.chunks import estimate_rows, plan_key_ranges
 from cdc_assets.sqlserver.snapshot import (
     KeyRange,
     SnapshotMode,
@@ -76,6 +76,7 @@ __all__ = [
     "drop_snapshot_columns_in_driver",
     "empty_change_frame",
     "load_snapshot",
+    "load_snapshot_chunks",
     "plan_snapshot",
     "read_change_range",
     "read_changes_in_driver",
@@ -123,7 +124,7 @@ class ReadPlan:
     lsn_range: LsnRange | None = None
     mode: SnapshotMode = "exact"
     key_ranges: tuple[KeyRange, ...] = ()
-    rows: int | None = None  # a snapshot's: the table's rows when it was planned
+    rows: int | None = None  # a snapshot's: the table's rows (estimated) when it was planned
 
     def encode(self) -> str:
         return base64.b64encode(pickle.dumps(self)).decode("ascii")
@@ -247,13 +248,21 @@ _REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
 _REGISTERING = threading.Lock()  # tables read side by side register it once
 
 
-def _load(spark: SparkSession, plan: ReadPlan) -> DataFrame:
-    with _REGISTERING:
-        if spark not in _REGISTERED:
-            spark.dataSource.register(SqlServerDataSource)
-            _REGISTERED.add(spark)
+def _load(
+    spark: SparkSession, plan: ReadPlan, source: type[SqlServerDataSource] | None = None
+) -> DataFrame:
+    """``plan``'s frame, read by the data source (``source``: a subclass of it, registered
+    under a name of its own: the tests' and benchmarks' counting or killing readers)."""
+    if source is None:
+        source = SqlServerDataSource
+        with _REGISTERING:
+            if spark not in _REGISTERED:
+                spark.dataSource.register(SqlServerDataSource)
+                _REGISTERED.add(spark)
+    else:
+        spark.dataSource.register(source)
     return (
-        spark.read.format(DATA_SOURCE_NAME)
+        spark.read.format(source.name())
         .schema(_spark_schema(plan.arrow_schema))
         .option(PAYLOAD_OPTION, plan.encode())
         .load()
@@ -341,14 +350,21 @@ def plan_snapshot(
     mode: SnapshotMode | Literal["auto"] = "auto",
     chunk_rows: int = 250_000,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    after: tuple[Any, ...] | None = None,
+    rows_after: int | None = None,
 ) -> ReadPlan:
     """What a snapshot of ``instance`` reads (one connection): the mode the database allows,
-    the table's rows as counted now, and key ranges of about ``chunk_rows`` rows."""
+    the table's rows as the engine estimates them now (counted when it gives no estimate), and
+    key ranges of about ``chunk_rows`` rows — above the key ``after`` only, for a snapshot that
+    resumes there (``rows_after``: about how many rows are left)."""
     conn = connection_factory(settings).connect(autocommit=True)
     try:
         chosen = choose_mode(conn, instance, mode)
-        rows = count_rows(conn, instance.source_schema, instance.source_table)
-        key_ranges = tuple(plan_key_ranges(conn, instance, chunk_rows, rows=rows))
+        rows = estimate_rows(conn, instance.source_schema, instance.source_table)
+        if rows is None:
+            rows = count_rows(conn, instance.source_schema, instance.source_table)
+        left = rows if after is None else rows_after
+        key_ranges = tuple(plan_key_ranges(conn, instance, chunk_rows, rows=left, after=after))
     finally:
         conn.close()
     fields = [
@@ -369,6 +385,14 @@ def plan_snapshot(
 def load_snapshot(spark: SparkSession, plan: ReadPlan) -> DataFrame:
     """The snapshot of ``plan`` as a Spark frame: one task per key range (lazy)."""
     return _load(spark, plan)
+
+
+def load_snapshot_chunks(
+    spark: SparkSession, plan: ReadPlan, key_ranges: Sequence[KeyRange]
+) -> DataFrame:
+    """The chunks ``key_ranges`` of ``plan``'s snapshot as a Spark frame, one task each (lazy):
+    a snapshot written in several commits reads one batch of its chunks per commit."""
+    return _load(spark, replace(plan, key_ranges=tuple(key_ranges)))
 
 
 def read_snapshot(

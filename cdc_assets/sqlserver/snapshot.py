@@ -16,19 +16,24 @@ make one:
 
 Changes ``(S, …]`` are applied afterwards; reading them waits until max LSN >= S.
 
-**Fuzzy** (no snapshot isolation, or no table lock wanted): L0 = max LSN, read the rows with read
-committed, L1 = max LSN. The rows mix versions between L0 and the end of the read, so the changes
-``(L0, …]`` are replayed over them as idempotent upserts/deletes by key — "latest version wins".
-This needs a key: a keyless table without snapshot isolation is refused
+**Fuzzy**, lock-free (no snapshot isolation, or no table lock wanted), DBLog's watermarks: a
+low watermark L taken from the log before the read, the rows read with read committed (one
+statement, no transaction, no table lock), a high watermark H taken from the log after it
+(:func:`~.watermarks.log_position`: a savepoint's LSN, not the max LSN, which lags the log by
+the capture latency). Every commit the read missed is above L, every commit it saw is below H:
+the rows mix versions between L and H, so the changes ``(L, …]`` are replayed over them as
+idempotent upserts/deletes by key — "latest version wins" — and the result is the table at any
+LSN from H on. This needs a key: a keyless table without snapshot isolation is refused
 (:class:`~.errors.KeylessTableNeedsSnapshotIsolation`).
 
 In both modes the result says: apply changes above ``replay_from``; the mirror is consistent at
-``lsn`` once it has. Exact: ``replay_from == lsn == S``. Fuzzy: ``replay_from = L0``,
-``lsn = L1``, and the mirror is exact once changes past the end of the read are applied (the max
-LSN lags the log, so L1 can trail the read by the capture latency).
+``lsn`` once it has. Exact: ``replay_from == lsn == S``. Fuzzy: ``replay_from = L``,
+``lsn = H``.
 
 Large tables are read in key chunks ``(after_key, upto_key]`` (:class:`KeyRange`), each chunk in
-key order, so Spark executors can read them in parallel, each with its own snapshot.
+key order, so Spark executors can read them in parallel, each with its own snapshot (exact: its
+own S; fuzzy: its own L and H). A table's snapshot then stands between the lowest L (or S) of
+its chunks, where the replay starts, and the highest H (or S), from which it is consistent.
 
 https://learn.microsoft.com/en-us/sql/t-sql/statements/set-transaction-isolation-level-transact-sql
 https://learn.microsoft.com/en-us/sql/t-sql/language-elements/save-transaction-transact-sql
@@ -52,8 +57,8 @@ from .catalog import CaptureInstance, database_info
 from .connection import ConnectionFactory
 from .dbapi import DbapiConnection, execute, fetch_value
 from .errors import KeylessTableNeedsSnapshotIsolation, SnapshotIsolationNotAllowed, SqlServerError
-from .lsn_queries import get_max_lsn
 from .quoting import quote_name, quote_table
+from .watermarks import TRANSACTION_LSN_QUERY, log_position
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT_MS",
@@ -65,6 +70,7 @@ __all__ = [
     "begin_exact_snapshot",
     "choose_mode",
     "count_rows",
+    "key_condition",
     "read_rows",
     "snapshot_schema",
     "snapshot_table",
@@ -127,6 +133,11 @@ def _compare(keys: Sequence[str], values: Sequence[Any], op: str, last: str) -> 
         params.extend(values[: i + 1])
         terms.append("(" + " AND ".join(parts) + ")")
     return "(" + " OR ".join(terms) + ")", params
+
+
+def key_condition(keys: Sequence[str], after: Sequence[Any]) -> tuple[str, list]:
+    """``(k1, …, kn) > (v1, …, vn)`` in key order, as T-SQL text and its parameters."""
+    return _compare(keys, after, ">", ">")
 
 
 # The rows of a table (same statement on both connections of either mode), e.g.
@@ -197,12 +208,7 @@ SNAPSHOT_ISOLATION_STATEMENT = "SET TRANSACTION ISOLATION LEVEL SNAPSHOT"
 FIX_VERSION_QUERY = "SELECT TOP (1) object_id FROM cdc.change_tables"
 SAVEPOINT_STATEMENT = "SAVE TRANSACTION cdc_assets_snapshot"
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-dynamic-management-views/sys-dm-tran-database-transactions-transact-sql
-SNAPSHOT_LSN_QUERY = """
-SELECT dt.database_transaction_begin_lsn
-FROM sys.dm_tran_database_transactions AS dt
-JOIN sys.dm_tran_current_transaction AS cur ON cur.transaction_id = dt.transaction_id
-WHERE dt.database_id = DB_ID()
-"""
+SNAPSHOT_LSN_QUERY = TRANSACTION_LSN_QUERY
 COMMIT_STATEMENT = "COMMIT TRANSACTION"
 
 
@@ -385,7 +391,7 @@ class SnapshotRead:
                 self._exact.close(commit=True)
                 lsn = self._exact.lsn
             else:
-                lsn = get_max_lsn(self._conn)
+                lsn = log_position(self._conn)  # H: above every commit the read saw
                 _close(self._conn)
             self._closed = True
             self._result = SnapshotResult(lsn, self.mode, self.replay_from, rows)
@@ -420,7 +426,7 @@ def snapshot_table(
     """Start a snapshot of ``instance``'s source table (or one key chunk of it).
 
     Exact mode fixes S before returning (the table lock is already released); fuzzy mode takes
-    L0 now and L1 when the last batch has been read.
+    the low watermark now and the high one when the last batch has been read.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1; got {batch_rows}")
@@ -428,7 +434,7 @@ def snapshot_table(
     try:
         chosen = choose_mode(conn, instance, mode)
         if chosen == "fuzzy":
-            replay_from = get_max_lsn(conn)
+            replay_from = log_position(conn)  # L: below every commit the read may miss
             return SnapshotRead(
                 instance=instance,
                 mode="fuzzy",

@@ -269,6 +269,7 @@ def make_harness(
     max_transactions: int = 10_000,
     snapshot_mode: str = "auto",
     chunk_rows: int = 250_000,
+    chunks_per_commit: int = 0,
     on_gap: str = "resnapshot",
     owners: tuple[str, ...] = (),
     examples: tuple[str, ...] = (),
@@ -298,7 +299,11 @@ def make_harness(
                         "on_gap": on_gap,
                         "retain_ranges": retain_ranges,
                     },
-                    "snapshot": {"mode": snapshot_mode, "chunk_rows": chunk_rows},
+                    "snapshot": {
+                        "mode": snapshot_mode,
+                        "chunk_rows": chunk_rows,
+                        "chunks_per_commit": chunks_per_commit,
+                    },
                     "owners": list(owners),
                     "tables": {"exclude": list(exclude)},
                 }

@@ -26,6 +26,15 @@ this run reaches them, so earlier tables of the run are complete when it dies):
 
 ``read``, ``write`` and ``merge`` kill the run process from a Python worker of the executor: the
 worker is a separate process, so killing itself would only fail a task, not the run.
+
+Kill points of a snapshot written a batch of chunks per commit (:data:`SNAPSHOT_STAGES`, used by
+``test_snapshot_resume``; ``nth`` counts in this run): ``chunk_task`` inside a chunk's read on
+an executor, once ``nth`` chunks have been read whole; ``chunk_read`` after the ``nth`` batch
+was read (its properties computed), before its commit; ``chunk_committed`` right after the
+``nth`` batch's commit. With these stages every chunk read whole is recorded, a JSON line
+``{"after": key, "upto": key, "rows": n}`` in the spec's ``reads`` file (keys as
+:func:`~cdc_assets.sqlserver.key_values.encode_key` writes them), so the test knows what each
+run read.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ STARTED = time.monotonic()
 DRIVER_PID = os.getpid()  # captured by value in the functions shipped to Python workers
 DRIVER_PID_ENV = "CDC_KILL_RUNNER_DRIVER_PID"  # and inherited by them (JVM, Python daemon)
 STAGES = ("read", "write", "committed", "merge")
+SNAPSHOT_STAGES = ("chunk_task", "chunk_read", "chunk_committed")
 EXIT_NOT_KILLED_SUCCESS = 3
 EXIT_NOT_KILLED_FAILURE = 4
 EXIT_NO_GO = 5
@@ -70,6 +80,62 @@ def _kill_on_first_row(_value: Any) -> bool:
     """A Python UDF's body: the first row that reaches it ends the run."""
     kill_driver()
     return True
+
+
+def _arm_snapshot(stage: str, nth: int, reads: str) -> None:
+    """The kill points of a snapshot written in chunk commits, and the record of chunk reads."""
+    from cdc_assets.spark import chunk_commits, sqlserver_source
+    from cdc_assets.sqlserver.key_values import encode_key
+
+    def completed() -> int:
+        path = Path(reads)
+        return len(path.read_text().splitlines()) if path.exists() else 0
+
+    class CountingReader(sqlserver_source._Reader):
+        def _snapshot(self, key_range):  # type: ignore[no-untyped-def]
+            rows = 0
+            kill = stage == "chunk_task" and completed() >= nth
+            for batch in super()._snapshot(key_range):
+                if kill:
+                    kill_driver()  # inside the task, the chunk half read
+                rows += batch.num_rows
+                yield batch
+            with open(reads, "a") as out:  # a line per chunk read whole
+                after, upto = key_range.after, key_range.upto
+                record = {
+                    "after": None if after is None else encode_key(after),
+                    "upto": None if upto is None else encode_key(upto),
+                    "rows": rows - 1,  # the marker row is not a table row
+                }
+                out.write(json.dumps(record) + "\n")
+
+    class CountingSource(sqlserver_source.SqlServerDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "cdc_sqlserver_counting"
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return CountingReader(self._plan(), schema)
+
+    real_load = sqlserver_source._load
+
+    def load(spark, plan, source=None):  # type: ignore[no-untyped-def]
+        return real_load(spark, plan, CountingSource if plan.lsn_range is None else source)
+
+    sqlserver_source._load = load
+    real_commit = chunk_commits._commit
+    commits = {"n": 0}
+
+    def commit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        commits["n"] += 1
+        if stage == "chunk_read" and commits["n"] == nth:
+            kill_driver()  # the batch is read and its properties computed: not committed
+        published = real_commit(*args, **kwargs)
+        if stage == "chunk_committed" and commits["n"] == nth:
+            kill_driver()  # committed; Dagster has heard nothing of it
+        return published
+
+    chunk_commits._commit = commit
 
 
 def _arm(stage: str, nth: int, storage: Path) -> None:
@@ -107,16 +173,10 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
 
         real_load = sqlserver_source._load
 
-        def load(spark, plan):  # type: ignore[no-untyped-def]
+        def load(spark, plan, source=None):  # type: ignore[no-untyped-def]
             if plan.lsn_range is None or not hit("read"):
-                return real_load(spark, plan)
-            spark.dataSource.register(KillingSource)
-            return (
-                spark.read.format(KillingSource.name())
-                .schema(sqlserver_source._spark_schema(plan.arrow_schema))
-                .option(sqlserver_source.PAYLOAD_OPTION, plan.encode())
-                .load()
-            )
+                return real_load(spark, plan, source)
+            return real_load(spark, plan, KillingSource)
 
         sqlserver_source._load = load
         real_in_driver = sqlserver_source.read_changes_in_driver
@@ -237,7 +297,10 @@ def main(argv: list[str]) -> int:
 
     config = parse_config(spec["config"], base_dir=Path(spec["base_dir"]), origin="kill runner")
     source = load_source(config.sources[0], config.storage.base_path)
-    _arm(spec["stage"], int(spec["nth"]), Path(config.storage.base_path))
+    if spec["stage"] in SNAPSHOT_STAGES:
+        _arm_snapshot(spec["stage"], int(spec["nth"]), spec["reads"])
+    else:
+        _arm(spec["stage"], int(spec["nth"]), Path(config.storage.base_path))
     defs = build_definitions(config, [source])
     job = defs.resolve_job_def(sync_job_name(source.name))
     # The session the run's resource gets (getOrCreate), started now with its Python workers.

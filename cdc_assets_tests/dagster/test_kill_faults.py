@@ -111,7 +111,15 @@ class KilledRun:
         return self.log.read_text(errors="replace")[-3000:]
 
 
-def _start(tmp_path: Path, raw: dict[str, Any], instance: DagsterInstance, stage: str) -> KilledRun:
+def _start(
+    tmp_path: Path,
+    raw: dict[str, Any],
+    instance: DagsterInstance,
+    stage: str,
+    *,
+    nth: int = NTH,
+    extra: dict[str, Any] | None = None,
+) -> KilledRun:
     spec = tmp_path / f"kill-{stage}.json"
     go = tmp_path / f"kill-{stage}.go"
     spec.write_text(
@@ -121,9 +129,10 @@ def _start(tmp_path: Path, raw: dict[str, Any], instance: DagsterInstance, stage
                 "base_dir": str(tmp_path),
                 "instance_ref": serialize_value(instance.get_ref()),
                 "stage": stage,
-                "nth": NTH,
+                "nth": nth,
                 "go": str(go),
                 "scratch": str(tmp_path / f"kill-{stage}-warm-up"),
+                **(extra or {}),
             }
         )
     )

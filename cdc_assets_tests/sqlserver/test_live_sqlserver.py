@@ -30,12 +30,14 @@ from cdc_assets.lsn import LsnRange
 from cdc_assets.spark.asset_store import NotPublished
 from cdc_assets.sqlserver.catalog import CaptureInstance, database_info, discover
 from cdc_assets.sqlserver.changes import read_changes
+from cdc_assets.sqlserver.chunks import estimate_rows
 from cdc_assets.sqlserver.connection import DsnSettings, RawOdbcConnectionFactory
 from cdc_assets.sqlserver.errors import CaptureNotReady
 from cdc_assets.sqlserver.health import capture_health
-from cdc_assets.sqlserver.lsn_queries import get_max_lsn, wait_for_max_lsn
+from cdc_assets.sqlserver.lsn_queries import get_max_lsn, get_min_lsn, wait_for_max_lsn
 from cdc_assets.sqlserver.ranges import plan_next_range
 from cdc_assets.sqlserver.snapshot import snapshot_table
+from cdc_assets.sqlserver.watermarks import log_position
 from cdc_assets_tests.dagster.conftest import SOURCE, SyncHarness
 
 DSN_VARIABLE = "CDC_TEST_SQLSERVER_DSN"
@@ -94,6 +96,38 @@ def wait_for_instance(conn: Any, table: str, timeout_s: float = 60) -> CaptureIn
         if time.monotonic() > deadline:
             raise CaptureNotReady("the capture job did not establish the capture instance")
         time.sleep(1)
+
+
+def test_watermarks_and_row_estimate(
+    factory: RawOdbcConnectionFactory, live_table: tuple[Any, str]
+) -> None:
+    """A lock-free chunk's watermarks on a real server: a savepoint's LSN in read committed,
+    above the commit before it and below the one after it, no transaction left open; and the
+    table's row count estimate from sys.partitions."""
+    conn, table = live_table
+    cursor = conn.cursor()
+    instance = wait_for_instance(conn, table)
+    cursor.execute(f"INSERT INTO [dbo].[{table}] ([id], [name]) VALUES (100, N'w')")
+    reader = factory.connect(autocommit=True)
+    try:
+        mark = log_position(reader)
+        assert reader.execute("SELECT @@TRANCOUNT").fetchone()[0] == 0
+    finally:
+        reader.close()
+    cursor.execute(f"DELETE FROM [dbo].[{table}] WHERE [id] = 100")
+    target = wait_for_max_lsn(conn, mark, timeout_s=120)
+    assert target is not None
+    every = LsnRange(get_min_lsn(conn, instance.name).decrement(), target)
+    lsns = [
+        row["__$start_lsn"]
+        for batch in read_changes(conn, instance, every)
+        for row in batch.to_pylist()
+        if row["id"] == 100
+    ]
+    insert, delete = sorted(lsns)
+    assert insert < mark.raw < delete
+    count = cursor.execute(f"SELECT COUNT_BIG(*) FROM [dbo].[{table}]").fetchone()[0]
+    assert estimate_rows(conn, "dbo", table) == count
 
 
 def test_discover_snapshot_and_changes(
