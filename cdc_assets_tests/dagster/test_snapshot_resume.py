@@ -28,6 +28,7 @@ from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, SOURCE_
 from cdc_assets.dagster.run_lines import progress_lines
 from cdc_assets.dagster.snapshot_resume import resume_decision
 from cdc_assets.dagster.sync_state import SourceSync
+from cdc_assets.emulator import faults
 from cdc_assets.emulator.workload import small_tables
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import snapshot_chunks, sqlserver_source
@@ -222,9 +223,9 @@ def test_an_unfinished_snapshot_is_none_a_new_request_starts_over_a_plain_one_re
 ) -> None:
     """A finished snapshot written in several commits; a re-snapshot interrupted after its first
     commit (an exception: the driver lost) replaced it and is no snapshot to any reader; a run
-    asking for a snapshot of its own (another re-snapshot reason) discards it; its own
-    interrupted snapshot is then resumed by the sensor's plain request, with progress lines, and
-    the mirror equals the source."""
+    asking for a snapshot of its own (another re-snapshot reason) discards it; its own snapshot,
+    interrupted by the source connection dropping in a chunk's Spark task, is then resumed by
+    the sensor's plain request, with progress lines, and the mirror equals the source."""
     harness = make_harness(
         tmp_path,
         spark,
@@ -278,9 +279,11 @@ def test_an_unfinished_snapshot_is_none_a_new_request_starts_over_a_plain_one_re
         partition_key=SNAPSHOT_PARTITION,
         tags={SOURCE_TAG: SOURCE, RESNAPSHOT_TAG: "read it again, the source was restored"},
     )
-    with monkeypatch.context() as patch:
-        patch.setattr(snapshot_chunks, "append_chunks", _lost_after_one("executors lost"))
-        result = harness.execute(again)
+    # this time the source connection drops inside the second chunk's Spark task (the first
+    # chunk's read has no lower key bound)
+    faults.inject(harness.db, faults.Fault("dropped", after_rows=5, match="WHERE (([id] > ?))"))
+    result = harness.execute(again)
+    assert faults.remaining(harness.db) == []  # it fired
     assert not result.success
     second = _unfinished(harness)
     assert second.write_id != first.write_id and second.resumes == 0
