@@ -137,6 +137,7 @@ class InFlight:
 
     busy: frozenset[Table]
     range_runs: tuple[DagsterRun, ...]
+    snapshot_runs: tuple[DagsterRun, ...] = ()
 
     @classmethod
     def read(cls, instance: DagsterInstance, source: Source) -> InFlight:
@@ -144,13 +145,28 @@ class InFlight:
             filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=IN_FLIGHT), limit=100
         )
         busy: set[Table] = set()
-        ranged = []
+        ranged, snapshots = [], []
         for run in runs:
             if run.tags.get(PARTITION_RUN_TAG) == SNAPSHOT_PARTITION:
                 busy |= _selected(source, run)
+                snapshots.append(run)
             else:
                 ranged.append(run)
-        return cls(frozenset(busy), tuple(ranged))
+        return cls(frozenset(busy), tuple(ranged), tuple(snapshots))
+
+    def snapshots_text(self) -> str:
+        """The snapshot runs in flight, for a skip reason ("" when none)."""
+        if not self.snapshot_runs:
+            return ""
+        ids = ", ".join(run.run_id for run in self.snapshot_runs)
+        tables = len(self.busy)
+        return f"snapshot run(s) {ids} of {tables} table(s) in progress"
+
+    def text(self) -> str:
+        """Every run in flight, for a skip reason ("" when none)."""
+        ranges = ", ".join(run.run_id for run in self.range_runs)
+        parts = [self.snapshots_text(), f"range run(s) {ranges} in progress" if ranges else ""]
+        return "; ".join(x for x in parts if x)
 
 
 SNAPSHOT_OF_TABLES = 50  # snapshot runs of at most this many tables name them in a tag
@@ -473,17 +489,21 @@ def _snapshot_lane(
     not wait after a failure of their own (a snapshot runs beside the ranges of the others,
     which go on: a huge table's snapshot holds back no other table). (None, why) when none."""
     missing = [t for t in source.tables if sync[t].snapshot is None and t not in flight.busy]
+    running = flight.snapshots_text()
     if not missing:
-        return None, ""
+        return None, running
     waits = _table_waits(source, sync, missing, now())
     ready = [t for t in missing if t not in waits]
-    why = _waiting_text(source, sync, waits) if waits else ""
+    parts = [running] if running else []
+    if waits:
+        parts.append(f"snapshot {_waiting_text(source, sync, waits)}")
+    why = "; ".join(parts)
     if not ready:
-        return None, f"snapshot {why}"
+        return None, why
     known = instance.has_dynamic_partition(partitions.name, SNAPSHOT_PARTITION)
     new = SNAPSHOT_PARTITION if not known else None
     request = _request(instance, source, SNAPSHOT_PARTITION, ready)
-    return Tick((request,), new, None), (f"snapshot {why}" if why else "")
+    return Tick((request,), new, None), why
 
 
 def evaluate(
@@ -497,9 +517,9 @@ def evaluate(
     both or none."""
     if not source.tables:
         return _skip_tick(f"source {source.name} has no captured tables selected")
-    if (why := _recent_failure(instance, source)) is not None:
-        return _skip_tick(why)
     flight = InFlight.read(instance, source)
+    if (why := _recent_failure(instance, source)) is not None:
+        return _skip_tick("; ".join(x for x in (why, flight.text()) if x))
     sync = SourceSync.load(source)  # every table's position in one read
     snapshot, snapshot_why = _snapshot_lane(instance, source, partitions, sync, flight)
     ranged = _range_lane(instance, source, partitions, sync, flight, last_added)

@@ -3,8 +3,8 @@
 A throwaway server (initdb into a temporary directory, ``pg_ctl start`` on a free port of
 127.0.0.1) holds a database and a user with a password. The file is loaded as it is, from
 ``$DAGSTER_HOME``, with the ``DAGSTER_PG_*`` variables pointing at that server; then the project's
-sensor → run → mirror cycle runs on it, and the run queue's per-source limit is checked with the
-daemon's own dequeue logic.
+sensor → run → mirror cycle runs on it, and the run queue's per-source range limit is checked with
+the daemon's own dequeue logic.
 
 PostgreSQL comes from Debian's ``postgresql`` package, which ``make setup`` installs. Postgres
 refuses to run as root, so as root the server runs as the package's ``postgres`` system user.
@@ -39,7 +39,7 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
 from pyspark.sql import SparkSession
 
 from cdc_assets.config import CONFIG_ENV
-from cdc_assets.dagster.names import SOURCE_TAG, partitions_name, sync_job_name
+from cdc_assets.dagster.names import RANGE_LANE_TAG, SOURCE_TAG, partitions_name, sync_job_name
 from cdc_assets_tests.dagster.conftest import SOURCE, SyncHarness, make_harness
 from cdc_assets_tests.support.net import free_port
 
@@ -232,7 +232,7 @@ def test_the_instance_is_postgres_with_a_per_source_queue_and_run_monitoring(
     queue = pg_instance.get_concurrency_config().run_queue_config
     assert queue is not None
     assert list(queue.tag_concurrency_limits) == [
-        {"key": SOURCE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+        {"key": RANGE_LANE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 2}
     ]
 
     assert pg_instance.run_monitoring_enabled
@@ -257,7 +257,7 @@ def test_sensor_runs_and_mirrors_on_postgres(
     assert len(runs) == len(harness.results) >= 2
     assert {r.run_id for r in runs} == {r.run_id for r in harness.results}
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs)
-    assert all(r.tags.get(SOURCE_TAG) == SOURCE for r in runs)  # what the queue limits on
+    assert all(r.tags.get(SOURCE_TAG) == SOURCE for r in runs)  # every run names its source
 
     # Straight from PostgreSQL: the runs, their events and the partitions the sensor added.
     run_ids = [r.run_id for r in runs]
@@ -282,13 +282,14 @@ def test_sensor_runs_and_mirrors_on_postgres(
     assert partitions == len(runs)  # the snapshot and one range per run
 
 
-def test_the_queue_runs_one_sync_run_per_source(
+def test_the_queue_runs_two_range_runs_per_source_and_every_snapshot_run(
     pg_harness: SyncHarness,
     pg_instance: DagsterInstance,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """Runs submitted as the UI and the daemon submit them: queued; the dequeuer picks one per
-    source (without launching them: that needs the daemon and a code server)."""
+    """Runs submitted as the UI and the daemon submit them: queued; the dequeuer picks two range
+    runs per source (the one working and the next, whose steps wait for it) and every snapshot run
+    beside them (without launching them: that needs the daemon and a code server)."""
     config = tmp_path_factory.mktemp("code_location") / "cdc_assets.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -314,29 +315,34 @@ def test_the_queue_runs_one_sync_run_per_source(
             job = repository.get_full_job(sync_job_name(SOURCE))
             assert job.run_tags.get(SOURCE_TAG) == SOURCE
 
-            def submit(source: str) -> str:
+            def submit(source: str, lane: bool = True) -> str:
+                tags = {**job.run_tags, SOURCE_TAG: source}
+                if lane:  # a range run, as the sensor requests it
+                    tags[RANGE_LANE_TAG] = source
                 run = create_run_for_test(
                     pg_instance,
                     job_name=job.name,
-                    tags={**job.run_tags, SOURCE_TAG: source},
+                    tags=tags,
                     remote_job_origin=job.get_remote_origin(),
                     job_code_origin=job.get_python_origin(),
                 )
                 return pg_instance.submit_run(run.run_id, workspace).run_id
 
-            first, second, other = submit(SOURCE), submit(SOURCE), submit("other_source")
+            first, second, third = submit(SOURCE), submit(SOURCE), submit(SOURCE)
+            snapshot, other = submit(SOURCE, lane=False), submit("other_source")
+            submitted = (first, second, third, snapshot, other)
 
     try:
         statuses = {
-            r.run_id: r.status
-            for r in pg_instance.get_runs(RunsFilter(run_ids=[first, second, other]))
+            r.run_id: r.status for r in pg_instance.get_runs(RunsFilter(run_ids=list(submitted)))
         }
-        assert statuses == dict.fromkeys((first, second, other), DagsterRunStatus.QUEUED)
+        assert statuses == dict.fromkeys(submitted, DagsterRunStatus.QUEUED)
         daemon = QueuedRunCoordinatorDaemon(interval_seconds=5)
         chosen = daemon._get_runs_to_dequeue(
             pg_instance, pg_instance.get_concurrency_config(), fixed_iteration_time=None
         )
-        assert {r.run_id for r in chosen} == {first, other}, "one run per source, not both"
+        picked = {r.run_id for r in chosen}
+        assert picked == {first, second, snapshot, other}, "two range runs per source, not three"
     finally:
-        for run_id in (first, second, other):
+        for run_id in submitted:
             pg_instance.run_coordinator.cancel_run(run_id)
