@@ -4,9 +4,11 @@ mirror asset does) against rewriting the whole mirror (what the Parquet layout d
 Generates a keyed mirror of each ``--table-sizes`` size as a Delta table (deletion vectors and
 Change Data Feed on, as the mirrors have) and new ranges of ``--changes`` change rows (60 %
 update before/after images, 25 % inserts of new keys, 15 % deletes, keys spread over the table),
-for each kind of table (``--kinds``): ``plain``, 7 columns of mixed types, and ``stored-otherwise``,
+for each kind of table (``--kinds``): ``plain``, 7 columns of mixed types, ``stored-otherwise``,
 the same with a ``time`` column and a name with a space (``item name``), which Delta stores
-otherwise (as text, escaped). For each (kind, table, range) it times
+otherwise (as text, escaped), and ``keyless``, those columns without a key (a multiset mirror;
+ranges of at most 1,000 changes, whose before images and deletes are rows the mirror holds).
+For each (kind, table, range) it times
 
 - merge: the range, written as a change-log partition (not timed), applied as the mirror asset
   applies it: ``mirror_store.apply``, the function the asset calls, which merges a range of at
@@ -44,7 +46,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.spark import mirror_store
 from cdc_assets.spark.asset_store import AssetStore
-from cdc_assets.spark.mirror_merge import merge_keyed
+from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets.spark.mirror_store import DRIVER_MERGE_ROWS
 
 LSN_WIDTH = 20  # hex digits of a binary(10) LSN
@@ -68,13 +70,15 @@ PICKED_AT = """
 """
 PLAIN = "plain"
 STORED_OTHERWISE = "stored-otherwise"
-KINDS = (PLAIN, STORED_OTHERWISE)
+KEYLESS = "keyless"  # the stored-otherwise columns, no key: the mirror is a multiset
+KINDS = (PLAIN, STORED_OTHERWISE, KEYLESS)
+KEYLESS_CHANGES = 1000  # keyless ranges up to this size (their rows must be held: see below)
 
 
 def data_columns(kind: str, version: int) -> list[str]:
     """The select list of a mirror's columns of ``kind`` at ``version``."""
     columns = [c.strip() for c in _split(DATA.format(v=version))]
-    if kind == STORED_OTHERWISE:
+    if kind != PLAIN:
         columns = [c.replace(" AS name", " AS `item name`") for c in columns]
         columns.append(PICKED_AT.format(v=version).strip())
     return columns
@@ -83,6 +87,10 @@ def data_columns(kind: str, version: int) -> list[str]:
 def column_names(kind: str) -> list[str]:
     plain = ["id", "qty", "price", "name", "created", "active", "payload"]
     return plain if kind == PLAIN else [*plain[:3], "item name", *plain[4:], "picked at"]
+
+
+def key_columns(kind: str) -> tuple[str, ...]:
+    return () if kind == KEYLESS else ("id",)
 
 
 def _lsn(expr: str) -> str:
@@ -108,14 +116,17 @@ def _split(text: str) -> list[str]:
 
 
 def changes_frame(
-    spark: SparkSession, kind: str, count: int, table_rows: int, first_lsn: int
+    spark: SparkSession, kind: str, count: int, table_rows: int, first_lsn: int, run: int = 0
 ) -> DataFrame:
     """``count`` change rows with LSNs from ``first_lsn``: 60 % update pairs (3 then 4),
-    25 % inserts of new keys, 15 % deletes; one transaction per 10 changes."""
+    25 % inserts of new keys, 15 % deletes; one transaction per 10 changes. A keyless
+    mirror's before images and deletes must be rows it holds: they are the rows as first
+    written, of ids no earlier ``run`` changed (ids spread over the table, shifted by ``run``)."""
     pairs = count * 3 // 10
     inserts = count * 25 // 100
     deletes = count - 2 * pairs - inserts
-    data = data_columns(kind, first_lsn % 7 + 1)
+    version = first_lsn % 7 + 1
+    old = 0 if kind == KEYLESS else version  # the version of before images and deletes
     meta = [
         _lsn(f"{first_lsn} + seq DIV 10") + " AS `__$start_lsn`",
         "CAST(NULL AS INT) AS `__$command_id`",
@@ -126,7 +137,7 @@ def changes_frame(
     spread = max(1, table_rows // max(1, pairs + deletes))
     updates = (
         spark.range(pairs)
-        .selectExpr(f"id * {spread} % {table_rows} AS id", "id AS n")
+        .selectExpr(f"(id * {spread} + {run}) % {table_rows} AS id", "id AS n")
         .crossJoin(spark.range(3, 5).selectExpr("CAST(id AS INT) AS op"))
         .selectExpr("id", "op", "n * 2 + op - 3 AS seq")
     )
@@ -134,13 +145,22 @@ def changes_frame(
         f"{table_rows} + {first_lsn} * 10 + id AS id", "2 AS op", f"{2 * pairs} + id AS seq"
     )
     gone = spark.range(deletes).selectExpr(
-        f"(id * {spread} + {spread // 2}) % {table_rows} AS id",
+        f"(id * {spread} + {spread // 2 + run}) % {table_rows} AS id",
         "1 AS op",
         f"{2 * pairs + inserts} + id AS seq",
     )
-    keyed = updates.unionByName(new_keys).unionByName(gone)
+    parts = (
+        (updates.where("op = 3"), old),
+        (updates.where("op = 4"), version),
+        (new_keys, version),
+        (gone, old),
+    )
     names = [f"`{c}`" for c in column_names(kind)]
-    return keyed.selectExpr("seq", "op", *data).selectExpr(*meta, *names)
+    frames = [f.selectExpr("seq", "op", *data_columns(kind, v)) for f, v in parts]
+    every = frames[0]
+    for frame in frames[1:]:
+        every = every.unionByName(frame)
+    return every.selectExpr(*meta, *names)
 
 
 def make_mirror(
@@ -149,7 +169,7 @@ def make_mirror(
     """The mirror as a snapshot's rebuild writes it: clustered by key when it is large."""
     frame = table_frame(spark, kind, rows)
     mirror_store.rebuild(
-        spark, store, key, frame, {"lsn": "0x" + "0" * 20}, rows, key_columns=["id"]
+        spark, store, key, frame, {"lsn": "0x" + "0" * 20}, rows, key_columns=key_columns(kind)
     )
 
 
@@ -160,6 +180,7 @@ def timed_merge(
     changes: DataFrame,
     table_rows: int,
     partition: str,
+    keys: tuple[str, ...] = ("id",),
 ) -> tuple[float, int, str]:
     """The changes written as a change-log partition (not timed), then applied as the mirror
     asset applies them (``mirror_store.apply``, with the mirror's ``table_rows``): seconds,
@@ -167,7 +188,7 @@ def timed_merge(
     change_log = [*key[:-1], key[-1] + "_changes"]
     count = changes.count()
     store.write(spark, changes, change_log, partition, lambda _: {"rows": count}, rows=count)
-    ranges = mirror_store.ChangeRanges(tuple(change_log), (partition,), count, ("id",), None)
+    ranges = mirror_store.ChangeRanges(tuple(change_log), (partition,), count, keys, None)
     started = time.perf_counter()
     published = mirror_store.apply(
         spark, store, ranges, to=key, properties={"lsn": "0x" + "f" * 20}, mirror_rows=table_rows
@@ -193,12 +214,15 @@ def _dv_bytes(spark: SparkSession, published: Any) -> int:
 
 
 def timed_rewrite(
-    spark: SparkSession, store: AssetStore, key: list[str], changes: DataFrame
+    spark: SparkSession, store: AssetStore, key: list[str], changes: DataFrame, keyless: bool
 ) -> tuple[float, int]:
     """The whole mirror recomputed as current ∪ changes and written as a new version."""
     started = time.perf_counter()
     current = store.read(spark, key, None)
-    merged = merge_keyed(current, changes, key_columns=["id"])
+    if keyless:
+        merged = merge_multiset(current, changes)
+    else:
+        merged = merge_keyed(current, changes, key_columns=["id"])
     merged = merged.coalesce(max(1, spark.sparkContext.defaultParallelism))
     published = store.write(
         spark, merged.localCheckpoint(), [*key[:-1], key[-1] + "_rewrite"], None
@@ -240,22 +264,34 @@ def main(argv: list[str] | None = None) -> int:
                 written = time.perf_counter() - t0
                 print(f"  ({kind} {table_rows:,}-row mirror written in {written:.1f} s)")
                 # warm-up: a table's first merge pays for code generation and its log's state
+                keys = key_columns(kind)
                 warm = changes_frame(spark, kind, 10, table_rows, 1)
-                timed_merge(spark, store, key, warm, table_rows, "warm-up")
+                timed_merge(spark, store, key, warm, table_rows, "warm-up", keys)
+                run = 1  # a keyless range's rows are ids no earlier range changed
                 for n in sizes:
+                    if kind == KEYLESS and n > KEYLESS_CHANGES:
+                        continue
                     # a range small enough for the driver is merged ten times (ten versions: one
                     # of them Spark's, which checkpoints): the mean is what a range costs
                     repeats = 10 if n <= 1000 else 3 if n <= DRIVER_MERGE_ROWS else 1
                     runs = []
                     for r in range(repeats):
                         first = 10_000_000 + n + r * 100_000
-                        changes = changes_frame(spark, kind, n, table_rows, first)
+                        changes = changes_frame(spark, kind, n, table_rows, first, run)
                         changes = changes.localCheckpoint()
                         partition = f"{n}-{r}"
-                        runs.append(timed_merge(spark, store, key, changes, table_rows, partition))
+                        runs.append(
+                            timed_merge(spark, store, key, changes, table_rows, partition, keys)
+                        )
+                        run += 1
                     merge_s = sum(r[0] for r in runs) / len(runs)
                     merge_b = sum(r[1] for r in runs) // len(runs)
-                    rewrite_s, rewrite_b = timed_rewrite(spark, store, key, changes)
+                    if kind == KEYLESS:  # rows the ranges above did not change
+                        changes = changes_frame(spark, kind, n, table_rows, first, run)
+                        run += 1
+                    rewrite_s, rewrite_b = timed_rewrite(
+                        spark, store, key, changes, kind == KEYLESS
+                    )
                     results[(kind, table_rows, n)] = (merge_s, merge_b, rewrite_s, rewrite_b)
                     counted = Counter(r[2] for r in runs)
                     hows = ", ".join(f"{k} {v}" for k, v in sorted(counted.items()))
@@ -267,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{merge_b:>12,}  {rewrite_s:9.2f}  {rewrite_b:>13,}  "
                         f"{merge_s / rewrite_s:13.3f}  {hows}"
                     )
-    for kind in kinds:
+    for kind in [k for k in kinds if k != KEYLESS]:  # keyless: no target, shown as measured
         for (rows, n), target, what in (
             ((10_000_000, 10), 1 / 20, "10 changes into 10M rows: merge/rewrite <= 0.05 (>= 20x)"),
             ((1_000_000, 100_000), 0.2, "100k changes into 1M rows: merge/rewrite <= 0.2"),

@@ -55,7 +55,7 @@ from .asset_store import (
     local_path,
     to_json,
 )
-from .mirror_merge import DELETE, OPERATION, last_changes_as
+from .mirror_merge import DELETE, NET, OPERATION, last_changes_as, net_counts_in_driver
 from .stored_columns import encode_rows, stored_name
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,9 @@ CHECKPOINT_INTERVAL = 10  # Delta's default delta.checkpointInterval
 # (its old row is the change feed's preimage), so a range spread over a huge table goes to
 # Spark, whose executors read them in parallel.
 DRIVER_SCAN_ROWS = 10_000_000
+# A keyless range is merged here when the files that may hold its rows have at most this many:
+# they are read whole (every column is the row's identity).
+MULTISET_SCAN_ROWS = 1_000_000
 STRING_STATS_PREFIX = 32  # Spark's statistics keep 32 characters of a string
 CHANGE_TYPE = "_change_type"
 ROW = "__cdc_row"
@@ -147,13 +150,152 @@ def merge_keyed(
         numTargetRowsNotMatchedBySourceDeleted=0,
         executionTimeMs=int((time.perf_counter() - started) * 1000),
     )
+    return _commit(table, uri, state, _keyed_parameters(key_columns), adds, metrics, properties)
+
+
+def _commit(
+    table: Path,
+    uri: str,
+    state: delta_log.TableLog,
+    parameters: Mapping[str, str],
+    adds: list[dict[str, Any]],
+    metrics: Mapping[str, int],
+    properties: Mapping[str, Any],
+) -> Published | None:
+    """The next version: ``adds`` and a MERGE's commitInfo; None when another writer made it."""
     text = to_json(properties)
     version = state.version + 1
-    info = _commit_info(state, key_columns, metrics, text)
+    info = _commit_info(state, parameters, metrics, text)
     if not delta_log.commit(table, version, [info, *adds]):
         log.warning("%s: version %d was committed by another writer; Spark merges", uri, version)
         return None
-    return Published(uri, version, dict(properties), metrics, text)
+    return Published(uri, version, dict(properties), dict(metrics), text)
+
+
+def merge_multiset(
+    store: AssetStore,
+    key_path: Sequence[str],
+    changes: RowsInDriver,
+    *,
+    snapshot_lsn: bytes | None,
+    properties: Mapping[str, Any],
+) -> Published | None:
+    """Apply ``changes`` to the keyless mirror (deletion vectors on) as Spark's MERGE of
+    :func:`.mirror_store.merge_multiset` would: every copy of each distinct row the changes
+    touch is deleted (its position added to its file's vector) and the row written again as
+    many times as it now occurs; rows compare null-safe in every column, as ``<=>`` does.
+    Nothing changes when the changes cancel out: the table's version, not committed. None,
+    nothing committed, where Spark must merge (module docstring; the files that may hold the
+    rows above :data:`MULTISET_SCAN_ROWS`), and where a count would go negative: Spark's MERGE
+    then fails saying so (:data:`.mirror_merge.MISSING_ROW`)."""
+    uri = store.location(key_path)
+    if not is_local(uri):
+        return None
+    table = local_path(uri)
+    state = delta_log.read(table)
+    if state is None or not _writable(state):
+        return None
+    started = time.perf_counter()
+    target = _arrow_schema(state.metadata["schemaString"])
+    stored = encode_rows(changes.schema, changes.read())
+    net = net_counts_in_driver(target, stored, snapshot_lsn)
+    if net.num_rows == 0:  # the changes cancel out
+        counts = {"numTargetRowsInserted": 0, "numTargetRowsDeleted": 0}
+        return Published(uri, state.version, dict(properties), counts, committed=False)
+    if (state.version + 1) % _checkpoint_interval(state) == 0:
+        return None  # Spark's commit writes the checkpoint
+    rows = net.drop_columns([NET])
+    uniques = [pc.unique(rows.column(i).combine_chunks()) for i in range(rows.num_columns)]
+    codes = _codes(rows, uniques).append_column(_MATCH, pa.array(range(len(rows)), pa.int64()))
+    candidates = _multiset_candidates(state, rows)
+    if sum(_records(add) for add in candidates) > MULTISET_SCAN_ROWS:
+        return None
+    touched: list[Touched] = []
+    before = [target.append(pa.field(_MATCH, pa.int64())).empty_table()]
+    held = [0] * len(rows)  # the mirror's copies of each distinct row
+    for add in candidates:
+        path = table / unquote(add["path"])
+        old = deletion_vectors.read(table, add.get("deletionVector"))
+        data = _conformed(pq.read_table(path), target)
+        found = _held_positions(_codes(data, uniques), codes, old)
+        if found is None:
+            continue
+        positions, sources = found
+        for source in sources:
+            held[source] += 1
+        touched.append((add, old, BitMap64(positions)))
+        taken = data.take(pa.array(positions, pa.int64()))
+        before.append(taken.append_column(_MATCH, pa.array(sources, pa.int64())))
+    after = [h + n for h, n in zip(held, net.column(NET).to_pylist(), strict=True)]
+    if any(count < 0 for count in after):
+        log.warning("%s: the changes remove a row the mirror does not hold; Spark merges", uri)
+        return None
+    inserted = rows.take(pa.array([i for i, n in enumerate(after) for _ in range(n)], pa.int64()))
+    deleted = sum(held)
+    feed = _change_feed(
+        target, pa.concat_tables(before), set(range(len(rows))), target.empty_table(), inserted
+    )
+    adds, metrics = _file_actions(table, touched, inserted, feed)
+    metrics.update(
+        numSourceRows=len(rows) + inserted.num_rows,
+        numTargetRowsInserted=inserted.num_rows,
+        numTargetRowsUpdated=0,
+        numTargetRowsMatchedUpdated=0,
+        numTargetRowsDeleted=deleted,
+        numTargetRowsMatchedDeleted=deleted,
+        numTargetRowsCopied=0,
+        numOutputRows=inserted.num_rows,
+        numTargetRowsNotMatchedBySourceUpdated=0,
+        numTargetRowsNotMatchedBySourceDeleted=0,
+        executionTimeMs=int((time.perf_counter() - started) * 1000),
+    )
+    parameters = _multiset_parameters(target.names)
+    return _commit(table, uri, state, parameters, adds, metrics, properties)
+
+
+def _codes(rows: pa.Table, uniques: Sequence[pa.Array]) -> pa.Table:
+    """Per row of ``rows``, per column, the position of its value among that column's
+    ``uniques`` (null where it is not among them; a null finds a null there): rows compared
+    null-safe as integer columns, which Arrow's join compares."""
+    return pa.table(
+        {
+            f"__cdc_code{i}": pc.index_in(rows.column(i), value_set=values, skip_nulls=False)
+            for i, values in enumerate(uniques)
+        }
+    )
+
+
+def _multiset_candidates(state: delta_log.TableLog, rows: pa.Table) -> list[dict[str, Any]]:
+    """The live files whose statistics can hold one of ``rows`` (a file is left out when a
+    column's bounds and null count exclude every value the rows have in it)."""
+    columns = []
+    for name, column in zip(rows.column_names, rows.columns, strict=True):
+        values = column.to_pylist()
+        present = sorted({v for v in values if v is not None})
+        columns.append((name, column.type, present, len(present) < len(values)))
+    chosen = []
+    for add in state.files.values():
+        if all(_may_hold(add, *column) for column in columns):
+            chosen.append(add)
+    return chosen
+
+
+def _may_hold(
+    add: Mapping[str, Any], column: str, kind: pa.DataType, values: list[Any], null: bool
+) -> bool:
+    """Whether the file's statistics allow one of ``values`` (sorted), or a null (``null``),
+    in ``column``."""
+    if null:
+        try:
+            if int(json.loads(add.get("stats") or "{}")["nullCount"][column]) > 0:
+                return True
+        except (KeyError, TypeError, ValueError):
+            return True
+    low, high = _bounds(add, column, kind)
+    if low is None or high is None:
+        return True
+    at = bisect.bisect_left(values, low)
+    return at < len(values) and values[at] <= high
 
 
 def _matches(
@@ -186,8 +328,38 @@ def _matches(
     return touched, pa.concat_tables(old_rows), matched
 
 
+def _keyed_parameters(key_columns: Sequence[str]) -> dict[str, str]:
+    """The operationParameters of the keyed MERGE (as :func:`.mirror_store.merge_keyed`)."""
+    return {
+        "predicate": json.dumps([" AND ".join(f"t.{k} = s.{k}" for k in key_columns)]),
+        "matchedPredicates": json.dumps(
+            [
+                {"predicate": f"s.action = {DELETE}", "actionType": "delete"},
+                {"actionType": "update"},
+            ]
+        ),
+        "notMatchedPredicates": json.dumps(
+            [{"predicate": f"s.action <> {DELETE}", "actionType": "insert"}]
+        ),
+        "notMatchedBySourcePredicates": "[]",
+    }
+
+
+def _multiset_parameters(columns: Sequence[str]) -> dict[str, str]:
+    """The operationParameters of the keyless MERGE (as :func:`.mirror_store.merge_multiset`)."""
+    on = " AND ".join(f"t.{c} <=> s.{c}" for c in columns)
+    return {
+        "predicate": json.dumps([f"s.action = 'd' AND {on}"]),
+        "matchedPredicates": json.dumps([{"actionType": "delete"}]),
+        "notMatchedPredicates": json.dumps(
+            [{"predicate": "s.action = 'i'", "actionType": "insert"}]
+        ),
+        "notMatchedBySourcePredicates": "[]",
+    }
+
+
 def _commit_info(
-    state: delta_log.TableLog, key_columns: Sequence[str], metrics: Mapping[str, int], text: str
+    state: delta_log.TableLog, parameters: Mapping[str, str], metrics: Mapping[str, int], text: str
 ) -> dict[str, Any]:
     """The commit's ``commitInfo``: a MERGE with Spark's metric names, ``text`` its
     userMetadata."""
@@ -195,19 +367,7 @@ def _commit_info(
         "commitInfo": {
             "timestamp": int(time.time() * 1000),
             "operation": "MERGE",
-            "operationParameters": {
-                "predicate": json.dumps([" AND ".join(f"t.{k} = s.{k}" for k in key_columns)]),
-                "matchedPredicates": json.dumps(
-                    [
-                        {"predicate": f"s.action = {DELETE}", "actionType": "delete"},
-                        {"actionType": "update"},
-                    ]
-                ),
-                "notMatchedPredicates": json.dumps(
-                    [{"predicate": f"s.action <> {DELETE}", "actionType": "insert"}]
-                ),
-                "notMatchedBySourcePredicates": "[]",
-            },
+            "operationParameters": dict(parameters),
             "readVersion": state.version,
             "isolationLevel": "Serializable",
             "isBlindAppend": False,
@@ -300,7 +460,15 @@ def _positions(
 ) -> tuple[list[int], list[int]] | None:
     """The live rows of the file at ``path`` holding one of ``keys``: their positions and, for
     each, the row of ``keys`` it holds (None when none)."""
-    held = pq.read_table(path, columns=list(key_columns))
+    return _held_positions(pq.read_table(path, columns=list(key_columns)), keys, deleted)
+
+
+def _held_positions(
+    held: pa.Table, keys: pa.Table, deleted: BitMap64
+) -> tuple[list[int], list[int]] | None:
+    """:func:`_positions` of a file's rows read already (``held``: the columns of ``keys``
+    but its last, :data:`_MATCH`)."""
+    key_columns = held.column_names
     held = held.append_column(ROW, pa.array(range(held.num_rows), pa.int64()))
     joined = held.join(keys, keys=list(key_columns), join_type="inner")
     if joined.num_rows == 0:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -105,6 +106,34 @@ def last_changes_as(
     ]
     arrays.append(last.column(OPERATION).cast(pa.int32()))
     return pa.Table.from_arrays(arrays, schema=target.append(pa.field(action, pa.int32())))
+
+
+NET = "__cdc_net"  # the net count column of :func:`net_counts_in_driver`
+
+
+def net_counts_in_driver(
+    target: pa.Schema, changes: pa.Table, snapshot_lsn: bytes | None = None
+) -> pa.Table:
+    """:func:`net_counts` of change rows held in the driver (Arrow), after ``snapshot_lsn``: per
+    distinct row of ``target``'s columns (in its types; a column the changes lack: nulls; nulls
+    equal to nulls) the net count, ``NET`` (int64), rows whose changes cancel out left out."""
+    if snapshot_lsn is not None:
+        starts = changes.column(START_LSN).to_pylist()
+        changes = changes.filter(pa.array([s > snapshot_lsn for s in starts], pa.bool_()))
+    removes = {DELETE, BEFORE_IMAGE}
+    signs = [-1 if op in removes else 1 for op in changes.column(OPERATION).to_pylist()]
+    present = set(changes.column_names)
+    arrays = [
+        changes.column(f.name).cast(f.type)
+        if f.name in present
+        else pa.nulls(changes.num_rows, f.type)
+        for f in target
+    ]
+    arrays.append(pa.array(signs, pa.int64()))
+    rows = pa.Table.from_arrays(arrays, schema=target.append(pa.field(NET, pa.int64())))
+    counted = rows.group_by(target.names, use_threads=False).aggregate([(NET, "sum")])
+    counted = counted.filter(pc.not_equal(counted.column(f"{NET}_sum"), 0))
+    return counted.select(target.names).append_column(NET, counted.column(f"{NET}_sum"))
 
 
 def net_counts(changes: DataFrame, data_columns: Sequence[str]) -> DataFrame:

@@ -18,7 +18,8 @@ which :func:`read_mirror_as_of` uses.
 - keyed tables: the range's last change per key (:func:`.mirror_merge.last_change_per_key`) is
   merged: a delete removes the key, an insert or after image inserts or updates the row.
 - keyless tables are multisets: per distinct row the changes add or remove copies. The affected
-  distinct rows are deleted and re-inserted with their new number of copies, in one MERGE.
+  distinct rows are deleted and re-inserted with their new number of copies, in one MERGE; a
+  small range in the driver (:func:`merge_multiset_in_driver`), with deletion vectors.
 
 The merge is SQL (``MERGE INTO delta.`<uri>```) on a temporary view, which also works over
 Spark Connect (Delta's Python ``DeltaTable`` API does not). ``userMetadata`` of a MERGE can only
@@ -126,8 +127,8 @@ def apply(
       no change to apply, else by Spark (clustered by key when large);
     - no change rows (quiet ranges only): no commit, the mirror's current version with its
       ``mirror_rows`` (its rows, counted when not known);
-    - a keyed mirror and at most :data:`DRIVER_MERGE_ROWS` change rows that the driver reads:
-      merged in the driver (:func:`merge_keyed_in_driver`), no Spark job;
+    - at most :data:`DRIVER_MERGE_ROWS` change rows that the driver reads: merged in the
+      driver (:func:`merge_keyed_in_driver`, :func:`merge_multiset_in_driver`), no Spark job;
     - otherwise Spark's MERGE (:func:`merge_keyed`, :func:`merge_multiset`)."""
     if snapshot is not None:
         return _rebuild_from(spark, store, changes, snapshot, to, properties)
@@ -136,9 +137,10 @@ def apply(
         return store.unchanged(to, {**properties, ROWS: rows})
     keys, path = changes.key_columns, changes.change_log
     published = None
-    if keys and changes.rows <= DRIVER_MERGE_ROWS:
-        found = store.rows_in_driver(path, changes.partitions)
-        if found is not None:
+    small = changes.rows <= DRIVER_MERGE_ROWS
+    found = store.rows_in_driver(path, changes.partitions) if small else None
+    if found is not None:
+        if keys:
             published = merge_keyed_in_driver(
                 store,
                 to,
@@ -148,6 +150,10 @@ def apply(
                 properties=properties,
                 mirror_rows=mirror_rows,
                 change_rows=changes.rows,
+            )
+        else:
+            published = merge_multiset_in_driver(
+                spark, store, to, found, snapshot_lsn=changes.after, properties=properties
             )
     if published is None:
         frame = store.read_partitions(spark, path, changes.partitions)
@@ -479,6 +485,27 @@ def merge_keyed_in_driver(
     if published.user_metadata != text:
         return None  # the MERGE made no commit: Spark's records the properties
     return published
+
+
+def merge_multiset_in_driver(
+    spark: SparkSession,
+    store: AssetStore,
+    key_path: Sequence[str],
+    changes: RowsInDriver,
+    *,
+    snapshot_lsn: bytes | None,
+    properties: Mapping[str, Any],
+) -> Published | None:
+    """:func:`merge_multiset` in the driver, for a small range: the same commit, with deletion
+    vectors written there (:func:`.merge_with_deletion_vectors.merge_multiset`). A mirror
+    created small, by delta-rs, gets deletion vectors first (one ``ALTER TABLE``, as before its
+    first Spark MERGE). None, nothing committed, where Spark must merge."""
+    if not is_local(store.location(key_path)) or store.delta_table(key_path) is None:
+        return None
+    _turn_on_mirror_properties(spark, store, key_path)
+    return merge_with_deletion_vectors.merge_multiset(
+        store, key_path, changes, snapshot_lsn=snapshot_lsn, properties=properties
+    )
 
 
 def merge_multiset(

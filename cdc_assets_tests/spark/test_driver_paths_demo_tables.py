@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +339,109 @@ def test_mirrors_merged_in_the_driver_equal_spark_s(
     for key in MIRRORS.values():
         assert _spark_rows(store.read(spark, key, None)) == expected, key
         assert _outside_spark(store, key, table.columns) == outside, key
+
+
+KEYLESS = [t.name for t in DEMO_TABLES if not t.has_key]
+
+
+@pytest.mark.parametrize("name", KEYLESS)
+def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    demo: dict[str, DemoTable],
+    name: str,
+) -> None:
+    """Two ranges merged through :func:`.mirror_store.apply` into a keyless mirror created by
+    delta-rs (it gets deletion vectors at its first merge) and into one Spark created, and by
+    Spark's MERGE into a twin: the same rows, change feed and readings outside Spark, the
+    second range without a Spark job; then a third range by Spark's MERGE into all three."""
+    table = demo[name]
+    store = AssetStore(tmp_path)
+    base = sqlserver_source.drop_snapshot_columns_in_driver(table.snapshot_rows())
+    rows = base.read().num_rows
+    start = {"lsn": Lsn.from_int(9).hex}
+    created = MIRRORS["delta-rs"]
+    _in_driver(spark, lambda: mirror_store.rebuild_in_driver(spark, store, created, base, start))
+    for key in (MIRRORS["vectors"], TWIN):
+        frame = _frame(spark, base)
+        rebuild = partial(mirror_store.rebuild, spark, store, key, frame, start, rows)
+        _by_spark(monkeypatch, rebuild)
+    for index in range(2):
+        key = table.ranges[index][0]
+        properties = {"lsn": Lsn.from_int(10 + index).hex}
+        by_spark = mirror_store.merge_multiset(
+            spark,
+            store,
+            TWIN,
+            _frame(spark, table.changes(index)),
+            snapshot_lsn=table.replay_from,
+            properties=properties,
+        )
+        for engine, target in MIRRORS.items():
+            change_log = ["cdc", engine]
+            store.write_in_driver(
+                spark, table.changes(index), change_log, key, lambda _rows: {"kind": "test"}
+            )
+            changes = mirror_store.ChangeRanges(
+                tuple(change_log),
+                (key,),
+                table.changes(index).read().num_rows,
+                (),
+                table.replay_from,
+            )
+
+            apply = partial(
+                mirror_store.apply,
+                spark,
+                store,
+                changes,
+                to=target,
+                properties=properties,
+                mirror_rows=rows,
+            )
+            # the first merge into delta-rs's mirror turns deletion vectors on (Spark's ALTER)
+            first = engine == "delta-rs" and index == 0
+            published = apply() if first else _in_driver(spark, apply)
+            assert _engine(store, target).startswith("cdc_assets"), (engine, index)
+            assert published.user_metadata == by_spark.user_metadata
+            for metric in ("numTargetRowsInserted", "numTargetRowsDeleted"):
+                assert published.metrics[metric] == by_spark.metrics[metric], (engine, metric)
+            assert (
+                published.properties[mirror_store.ROWS] == store.read(spark, target, None).count()
+            )
+        rows = published.properties[mirror_store.ROWS]
+        expected = _spark_rows(store.read(spark, TWIN, None))
+        outside = _outside_spark(store, TWIN, table.columns)
+        for target in MIRRORS.values():
+            assert _spark_rows(store.read(spark, target, None)) == expected, (target, index)
+            assert _outside_spark(store, target, table.columns) == outside, (target, index)
+            assert _schema(store, target) == _schema(store, TWIN), (target, index)
+    # the change data feed of each range's commit, as Spark reads it
+    feeds = {}
+    for target in (*MIRRORS.values(), TWIN):
+        newest = store.delta_table(target).version()
+        feeds[tuple(target)] = _spark_rows(
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", newest - 1)
+            .option("endingVersion", newest)
+            .load(store.location(target))
+            .drop("_commit_timestamp", "_commit_version")
+        )
+    for target in MIRRORS.values():
+        assert feeds[tuple(target)] == feeds[tuple(TWIN)], target
+
+    # Spark's MERGE into the tables the driver merged
+    for target in (*MIRRORS.values(), TWIN):
+        mirror_store.merge_multiset(
+            spark,
+            store,
+            target,
+            _frame(spark, table.changes(2)),
+            snapshot_lsn=table.replay_from,
+            properties={"lsn": Lsn.from_int(12).hex},
+        )
+    expected = _spark_rows(store.read(spark, TWIN, None))
+    for target in MIRRORS.values():
+        assert _spark_rows(store.read(spark, target, None)) == expected, target

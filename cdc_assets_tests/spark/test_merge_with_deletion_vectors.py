@@ -1,7 +1,8 @@
 """A small range merged into a mirror with deletion vectors, in the driver: the vectors are the
 bytes Spark writes, the mirror after random ranges equals Spark's MERGE of the same ranges into
-a twin (rows, change feed, DuckDB's reading), only files whose key statistics can hold a changed
-key are read, and a commit that loses to another writer commits nothing."""
+a twin (rows, change feed, DuckDB's reading), for keyed and keyless (multiset) mirrors, only
+files whose key statistics can hold a changed key are read, and a commit that loses to another
+writer commits nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import datetime as dt
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyroaring import BitMap64
@@ -242,3 +244,128 @@ def test_a_commit_lost_to_another_writer_commits_nothing(
     assert store.history(["t"], limit=1)[0]["operation"] != "MERGE"  # the other writer
     expected = sorted(((*k, *v) for k, v in state.items()), key=repr)
     assert sorted_rows(store.read(spark, ["t"], None)) == expected
+
+
+BAG = "c string, v string, n bigint, f double, d date"  # a keyless table's columns
+BAG_COLUMNS = ["c", "v", "n", "f", "d"]
+
+
+def _bag_row(rng: random.Random) -> tuple:
+    """A row of few distinct values (so copies and equal rows are frequent), nulls in every
+    column at times."""
+    return (
+        rng.choice(["a", "b", None]),
+        rng.choice(["x", "ä", None]),
+        rng.choice([1, 2**40, None]),
+        rng.choice([0.5, -1.25, None]),
+        rng.choice([dt.date(2024, 1, 1), None]),
+    )
+
+
+def _random_bag_range(rng: random.Random, bag: Counter, first_lsn: int, size: int) -> list[tuple]:
+    """Change rows of ``size`` changes to the multiset ``bag`` (changed in place): inserts of
+    new and equal rows, deletes of one copy, updates as before and after images."""
+    rows = []
+    for step in range(size):
+        start = first_lsn + step // 2
+        held = sorted(bag.elements(), key=repr)
+        choice = rng.random()
+        if held and choice < 0.3:
+            row = rng.choice(held)
+            bag[row] -= 1
+            rows.append((start, 2 * step, 1, *row))
+        elif held and choice < 0.6:
+            old, new = rng.choice(held), _bag_row(rng)
+            bag[old] -= 1
+            bag[new] += 1
+            rows.append((start, 2 * step, 3, *old))
+            rows.append((start, 2 * step + 1, 4, *new))
+        else:
+            row = _bag_row(rng)
+            bag[row] += 1
+            rows.append((start, 2 * step, 2, *row))
+    return rows
+
+
+def _merge_bag(
+    store: AssetStore, spark: SparkSession, key: list[str], rows: list[tuple], version: int
+) -> Any:
+    frame = change_rows(spark, rows, BAG)
+    arrow = frame.toArrow()
+    return driver_merge.merge_multiset(
+        store,
+        key,
+        RowsInDriver(frame.schema, lambda: arrow),
+        snapshot_lsn=None,
+        properties={"lsn": Lsn.from_int(version).hex},
+    )
+
+
+def test_random_keyless_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path: Path) -> None:
+    """Random ranges into a keyless mirror (copies, nulls in every column) merged in the driver
+    and by Spark's MERGE into a twin: the same rows after every range, the same change feed of
+    every version; changes that cancel out commit nothing; a delete of a row the mirror does
+    not hold is left to Spark, which fails saying so."""
+    rng = random.Random(11)
+    store = AssetStore(tmp_path)
+    bag = Counter(_bag_row(rng) for _ in range(40))
+    driver, twin = ["driver"], ["spark"]
+    settings = ", ".join(f"'{k}' = '{v}'" for k, v in mirror_store.MIRROR_TABLE_PROPERTIES.items())
+    for key in (driver, twin):
+        uri = store.location(key)
+        spark.sql(f"CREATE TABLE delta.`{uri}` ({BAG}) USING delta TBLPROPERTIES ({settings})")
+        spark.createDataFrame(list(bag.elements()), BAG).repartition(3).write.format("delta").mode(
+            "append"
+        ).save(uri)
+    first = store.delta_table(driver).version() + 1
+    for round_ in range(5):
+        version = 100 * (round_ + 1)
+        rows = _random_bag_range(rng, bag, version, rng.randint(1, 12))
+        assert _merge_bag(store, spark, driver, rows, version) is not None, round_
+        mirror_store.merge_multiset(
+            spark,
+            store,
+            twin,
+            change_rows(spark, rows, BAG),
+            snapshot_lsn=None,
+            properties={"lsn": Lsn.from_int(version).hex},
+        )
+        assert Counter(tuple(r) for r in store.read(spark, driver, None).collect()) == +bag
+    assert Counter(tuple(r) for r in store.read(spark, twin, None).collect()) == +bag
+    newest = store.delta_table(driver).version()
+    assert newest == store.delta_table(twin).version() == first + 4
+    feeds = [
+        Counter(
+            tuple(r)
+            for r in spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", first)
+            .option("endingVersion", newest)
+            .load(store.location(key))
+            .drop("_commit_timestamp")
+            .collect()
+        )
+        for key in (driver, twin)
+    ]
+    assert feeds[0] == feeds[1]  # each version's deletes and inserts
+    assert Counter(read_with_duckdb(store.location(driver), BAG_COLUMNS)) == +bag
+
+    # an insert and a delete of the same row in one range cancel out: nothing is committed
+    newest = store.delta_table(driver).version()
+    row = _bag_row(rng)
+    done = _merge_bag(store, spark, driver, [(2000, 0, 2, *row), (2000, 1, 1, *row)], 2000)
+    assert done is not None and not done.committed and done.version == newest
+    assert done.metrics == {"numTargetRowsInserted": 0, "numTargetRowsDeleted": 0}
+    # a delete of a row the mirror does not hold: the driver declines, Spark's MERGE refuses
+    missing = ("never", "held", 7, 7.0, None)
+    assert _merge_bag(store, spark, driver, [(2100, 0, 1, *missing)], 2100) is None
+    assert store.delta_table(driver).version() == newest
+    with pytest.raises(Exception, match="the changes remove a row the mirror does not hold"):
+        mirror_store.merge_multiset(
+            spark,
+            store,
+            driver,
+            change_rows(spark, [(2100, 0, 1, *missing)], BAG),
+            snapshot_lsn=None,
+            properties={"lsn": Lsn.from_int(2100).hex},
+        )
