@@ -110,8 +110,8 @@ def test_a_small_range_into_the_demo_tables_runs_no_spark_job(
     """A range of a few changes to the demo's keyed tables (``time`` columns in ``orders``,
     ``[order lines]`` and its ``[line no]``) is read, written and merged in the driver: by
     delta-rs into the small mirrors, and, once Spark's MERGE turned deletion vectors on, with
-    the vectors written in the driver; no Spark job either time, and every mirror equals its
-    table (DuckDB's reading too)."""
+    the vectors written in the driver, the keyless ``events`` too; no Spark job either time,
+    and every mirror equals its table (DuckDB's reading too)."""
     harness = make_harness(tmp_path, spark, instance, rows=12)
     harness.capture()
     before = newest_job(spark)
@@ -143,6 +143,14 @@ def test_a_small_range_into_the_demo_tables_runs_no_spark_job(
             )
             conn.execute("UPDATE [dbo].[customers] SET [loyalty_tier] = ?", step)
             conn.execute("DELETE FROM [dbo].[products] WHERE [product_id] = ?", step)
+            if step >= 2:  # the keyless table too, once Spark's MERGE gave it deletion vectors
+                event = conn.execute("SELECT MIN([event_id]) FROM [dbo].[events]").fetchone()[0]
+                conn.execute(
+                    "UPDATE [dbo].[events] SET [severity] = ?, [duration] = ? WHERE [event_id] = ?",
+                    10 + step,
+                    f"00:00:0{step}.5",
+                    event,
+                )
         finally:
             conn.close()
         harness.capture()
@@ -161,13 +169,13 @@ def test_a_small_range_into_the_demo_tables_runs_no_spark_job(
         m.setattr(mirror_store, "DRIVER_MERGE_ROWS", 0)
         small_range(2)
         assert harness.sync() == 1
-    for table in keyed:
+    for table in [*keyed, tables["events"]]:
         assert "Spark" in _engine(harness, list(table.mirror_key.path)), table.name
     small_range(3)
     before = newest_job(spark)
     assert harness.sync() == 1
     assert newest_job(spark) == before, "a small range into mirrors with deletion vectors"
-    for table in keyed:
+    for table in [*keyed, tables["events"]]:
         assert _engine(harness, list(table.mirror_key.path)).startswith("cdc_assets"), table.name
     harness.assert_mirrors_equal_source()
     harness.assert_mirrors_readable_outside_spark()
