@@ -1,5 +1,6 @@
-"""A small range merged into a large keyed mirror in the driver, with deletion vectors: what
-Spark's ``MERGE INTO`` commits, without its Spark jobs.
+"""A small range merged into a large mirror in the driver, with deletion vectors: what Spark's
+``MERGE INTO`` commits, without its Spark jobs (keyed mirrors: :func:`merge_keyed`; keyless
+ones, multisets whose row is its identity: :func:`merge_multiset`).
 
 Spark's MERGE of ten changes into a mirror of ten million rows writes a few kilobytes but runs
 about twenty Spark jobs and their query planning: seconds, whatever the table's size, which is
@@ -104,13 +105,10 @@ def merge_keyed(
 ) -> Published | None:
     """Apply ``changes`` to the keyed mirror (deletion vectors on) as Spark's MERGE would; None,
     nothing committed, where Spark must merge (module docstring)."""
-    uri = store.location(key_path)
-    if not is_local(uri):
+    found = _writable_log(store, key_path)
+    if found is None:
         return None
-    table = local_path(uri)
-    state = delta_log.read(table)
-    if state is None or not _writable(state):
-        return None
+    table, uri, state = found
     if (state.version + 1) % _checkpoint_interval(state) == 0:
         return None  # Spark's commit writes the checkpoint
     started = time.perf_counter()
@@ -153,6 +151,21 @@ def merge_keyed(
     return _commit(table, uri, state, _keyed_parameters(key_columns), adds, metrics, properties)
 
 
+def _writable_log(
+    store: AssetStore, key_path: Sequence[str]
+) -> tuple[Path, str, delta_log.TableLog] | None:
+    """The table's folder, URI and log, when it is local and this module writes what its
+    protocol asks (:func:`_writable`); None when Spark must write it."""
+    uri = store.location(key_path)
+    if not is_local(uri):
+        return None
+    table = local_path(uri)
+    state = delta_log.read(table)
+    if state is None or not _writable(state):
+        return None
+    return table, uri, state
+
+
 def _commit(
     table: Path,
     uri: str,
@@ -188,13 +201,10 @@ def merge_multiset(
     nothing committed, where Spark must merge (module docstring; the files that may hold the
     rows above :data:`MULTISET_SCAN_ROWS`), and where a count would go negative: Spark's MERGE
     then fails saying so (:data:`.mirror_merge.MISSING_ROW`)."""
-    uri = store.location(key_path)
-    if not is_local(uri):
+    found = _writable_log(store, key_path)
+    if found is None:
         return None
-    table = local_path(uri)
-    state = delta_log.read(table)
-    if state is None or not _writable(state):
-        return None
+    table, uri, state = found
     started = time.perf_counter()
     target = _arrow_schema(state.metadata["schemaString"])
     stored = encode_rows(changes.schema, changes.read())
