@@ -121,7 +121,7 @@ def changes_frame(
     """``count`` change rows with LSNs from ``first_lsn``: 60 % update pairs (3 then 4),
     25 % inserts of new keys, 15 % deletes; one transaction per 10 changes. A keyless
     mirror's before images and deletes must be rows it holds: they are the rows as first
-    written, of ids no earlier ``run`` changed (ids spread over the table, shifted by ``run``)."""
+    written, of ids no other ``run`` changes (a block of :data:`KEYLESS_CHANGES` ids per run)."""
     pairs = count * 3 // 10
     inserts = count * 25 // 100
     deletes = count - 2 * pairs - inserts
@@ -135,9 +135,14 @@ def changes_frame(
         "unhex('7F') AS `__$update_mask`",
     ]
     spread = max(1, table_rows // max(1, pairs + deletes))
+    touched = f"(id * {spread}) % {table_rows}"  # keyed: ids spread over the table
+    gone_ids = f"(id * {spread} + {spread // 2}) % {table_rows}"
+    if kind == KEYLESS:  # ids of this run alone: KEYLESS_CHANGES ids per run
+        touched = f"{run * KEYLESS_CHANGES} + id"
+        gone_ids = f"{run * KEYLESS_CHANGES + pairs} + id"
     updates = (
         spark.range(pairs)
-        .selectExpr(f"(id * {spread} + {run}) % {table_rows} AS id", "id AS n")
+        .selectExpr(f"{touched} AS id", "id AS n")
         .crossJoin(spark.range(3, 5).selectExpr("CAST(id AS INT) AS op"))
         .selectExpr("id", "op", "n * 2 + op - 3 AS seq")
     )
@@ -145,7 +150,7 @@ def changes_frame(
         f"{table_rows} + {first_lsn} * 10 + id AS id", "2 AS op", f"{2 * pairs} + id AS seq"
     )
     gone = spark.range(deletes).selectExpr(
-        f"(id * {spread} + {spread // 2 + run}) % {table_rows} AS id",
+        f"{gone_ids} AS id",
         "1 AS op",
         f"{2 * pairs + inserts} + id AS seq",
     )
