@@ -71,6 +71,8 @@ from freshness_probes import probes, record_cds_archive  # noqa: E402
 from freshness_report import TARGET_SLACK, compare, report_variant  # noqa: E402
 from freshness_run import SOURCE, VARIANTS, run_variant  # noqa: E402
 
+from cdc_assets.process_group import raise_keyboard_interrupt, stop_on_signals  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -95,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         "--reanalyze", type=Path, help="only report again on the variants kept in this --keep dir"
     )
     args = parser.parse_args(argv)
+    # SIGTERM or SIGHUP stop it as Ctrl-C does: its finally blocks stop dagster dev, the
+    # workload and the Spark Connect server (which also get SIGTERM if this process is killed).
+    stop_on_signals(raise_keyboard_interrupt)
     if args.quick:
         args.seconds = min(args.seconds, 60.0)
     repeat = 2 if args.quick else 3

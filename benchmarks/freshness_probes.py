@@ -16,8 +16,8 @@ from typing import Any
 import _common
 from freshness_run import FAST_JIT, child_env, wait_for
 
+from cdc_assets.process_group import ProcessGroup
 from cdc_assets.spark.session import session_conf
-from cdc_assets_tests.support.dagster_dev import ProcessGroup
 from cdc_assets_tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

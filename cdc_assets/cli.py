@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NoReturn
 
+from cdc_assets.process_group import die_with_parent, raise_keyboard_interrupt, stop_on_signals
+
 if TYPE_CHECKING:
     from cdc_assets.emulator import Connection
     from cdc_assets.emulator.workload import WorkloadStats
@@ -696,9 +698,17 @@ def _cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
         raise UsageError("the UI demo starts with `make demo`; use --headless to run it here")
     from cdc_assets.dagster.headless_demo import run_headless_demo
 
+    # However it ends, it stops as on Ctrl-C (the workload, the capture agent, then Spark's JVM
+    # with this process): SIGTERM, SIGHUP (terminal closed), its parent killed, its output gone.
+    stop_on_signals(raise_keyboard_interrupt)
+    die_with_parent(signal.SIGTERM)
+
     def say(line: str) -> None:
-        out.write(line + "\n")
-        out.flush()
+        try:
+            out.write(line + "\n")
+            out.flush()
+        except OSError:  # the pipe's reader or the terminal is gone: nobody watches any more
+            raise KeyboardInterrupt from None
 
     ok = run_headless_demo(
         args.workdir, args.seconds, rows=args.rows, tps=args.tps, seed=args.seed, say=say
@@ -735,7 +745,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.write(f"{PROG}: error: {exc}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        err.write(f"{PROG}: interrupted\n")
+        with contextlib.suppress(OSError):  # a closed pipe or terminal may be why
+            err.write(f"{PROG}: interrupted\n")
         return 130
     except _database_errors() as exc:
         message = exc.args[1] if len(exc.args) > 1 else str(exc)

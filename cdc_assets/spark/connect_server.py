@@ -29,6 +29,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cdc_assets.process_group import die_with_parent, port_free
+
 from .session import remote_url, session_conf, use_this_python_for_workers
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -91,7 +93,7 @@ def start(
     timeout_s: float = 120.0,
 ) -> subprocess.Popen[bytes]:
     """Start a server in its own process group and wait until it listens; the caller stops it
-    (``os.killpg(process.pid, SIGTERM)``)."""
+    (:func:`stop`); it gets SIGTERM if the caller's process dies first."""
     use_this_python_for_workers()
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
@@ -99,6 +101,7 @@ def start(
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=die_with_parent,  # a starter killed (kill -9) leaves no server behind
     )
     try:
         deadline = time.monotonic() + timeout_s
@@ -143,16 +146,6 @@ def _address(remote: str | None) -> tuple[str, int] | None:
     return match.group(1), int(match.group(2) or DEFAULT_PORT)
 
 
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Run a Spark Connect server for cdc_assets, on the address spark.remote of "
@@ -180,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"connect_server: {exc}", file=sys.stderr)
             return 1
         return 0
-    if not _port_free(host, port):
+    if not port_free(host, port):
         print(
             f"connect_server: {host}:{port} is in use: stop what listens there, or point "
             "spark.remote of the config at another port",

@@ -1,19 +1,19 @@
 """A real ``dagster dev`` (webserver, daemon, code server, run workers) on an emulated source, for
 the tests and the benchmarks that drive it from outside as a user would: started in a process
-group of its own, stopped with one Ctrl-C to the group (then TERM and KILL), nothing left behind.
+group of its own (:class:`cdc_assets.process_group.ProcessGroup`: it gets SIGTERM if the test or
+benchmark dies first), stopped with one Ctrl-C to the group (then TERM and KILL), nothing left
+behind.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,71 +22,13 @@ from typing import Any, TypeVar
 import yaml
 from dagster import DagsterInstance, RunsFilter
 
+from cdc_assets.process_group import ProcessGroup
 from cdc_assets_tests.support.jvm import FAST_JVM
 from cdc_assets_tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
 T = TypeVar("T")
-
-
-class ProcessGroup:
-    """A command in a process group of its own; :meth:`stop` ends every process of the group."""
-
-    def __init__(
-        self, args: Sequence[str], log: Path, env: dict[str, str] | None, cwd: Path
-    ) -> None:
-        self.log = log
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                list(args),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-            )
-        self.pgid = self.proc.pid
-
-    def members(self) -> list[str]:
-        """``pid command`` of each live process of the group (zombies count as gone)."""
-        out = subprocess.run(
-            ["ps", "-eo", "pgid=,pid=,stat=,args="], capture_output=True, text=True, check=False
-        ).stdout
-        found = []
-        for line in out.splitlines():
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[0] == str(self.pgid) and not parts[2].startswith("Z"):
-                found.append(f"{parts[1]} {parts[3][:70] if len(parts) > 3 else ''}")
-        return found
-
-    def send(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, sig)
-
-    def stop(self, patience: float, first: int = signal.SIGINT) -> str:
-        """``first`` to the group, ``patience`` s for all of it to exit, then TERM and KILL;
-        returns what had to be killed ('' when the group exited on ``first``)."""
-        self.send(first)
-        deadline = time.monotonic() + patience
-        while self.members() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = self.members()
-        if left:
-            self.send(signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            while self.members() and time.monotonic() < deadline:
-                time.sleep(0.2)
-            self.send(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(10)
-        return "; ".join(left)
-
-    def tail(self, lines: int = 15) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
 
 
 def dagster_dev_command(port: int, workspace: Path = ROOT / "workspace.yaml") -> list[str]:
