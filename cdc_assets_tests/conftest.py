@@ -24,6 +24,7 @@ LONGEST_FIRST = (
     "cdc_assets_tests/dagster/test_thousand_tables.py",
     "cdc_assets_tests/dagster/test_kill_faults.py",
     "cdc_assets_tests/ui/test_browser.py",
+    "cdc_assets_tests/test_demo_ends.py",
     "cdc_assets_tests/dagster/test_sync.py",
     "cdc_assets_tests/dagster/test_soak.py",
 )

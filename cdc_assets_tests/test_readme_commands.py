@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -22,6 +21,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdc_assets_tests.support.fresh_copy import fresh_copy
 from cdc_assets_tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,28 +92,6 @@ def test_every_readme_command_is_known() -> None:
         "README.md's commands changed: make COMMANDS in this test say how each one runs"
     )
     assert all(how.reason for how in COMMANDS.values() if how.kind == "skip")
-
-
-def fresh_copy(target: Path) -> Path:
-    """The work tree's files (tracked and new, not ignored) in ``target``, as a clone has them."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    stamp = ROOT / ".venv" / ".installed"
-    stamp.touch(exist_ok=True)
-    old = stamp.stat().st_mtime - 1
-    for name in filter(None, (n.decode() for n in listed)):
-        source = ROOT / name
-        if source.is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-            # Older than make's stamp of the linked .venv: `make` does not reinstall from here.
-            os.utime(target / name, (old, old))
-    (target / ".venv").symlink_to(ROOT / ".venv")
-    return target
 
 
 def run_until_ui(command: str, clone: Path, env: dict[str, str], how: How) -> str:

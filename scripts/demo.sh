@@ -7,14 +7,17 @@
 #    code location finds every capture instance.
 # 2. Serves the source over TDS on 127.0.0.1:DEMO_TDS_PORT (`cdc-assets emulator serve`): the code
 #    location connects to it as to a real SQL Server (`odbc:` with Microsoft ODBC Driver 18, in
-#    .demo/cdc_assets.yaml, written from the demo's component instance cdc_assets/defs/demo/defs.yaml). Starts the workload generator with the
-#    capture agent in the background (its own process group, status lines in .demo/workload.log).
+#    .demo/cdc_assets.yaml, written from the demo's component instance cdc_assets/defs/demo/defs.yaml).
+#    Starts the workload generator with the capture agent (status lines in .demo/logs/workload.log).
 # 3. Starts a Spark Connect server (spark.remote in the demo's defs.yaml) that every run attaches to,
 #    so a run does not start a Spark driver of its own (log in .demo/logs/spark-connect.log).
 # 4. Runs `dagster dev -w workspace.yaml` with the persistent instance DAGSTER_HOME=.demo/dagster_home
 #    (its dagster.yaml is written once) and prints the UI address; the sensor demo_sync_sensor runs
 #    by default and keeps the change logs and mirrors in sync.
-# Ctrl-C (or a TERM to this script) stops Dagster, then the workload, and leaves no process behind.
+# Steps 2-4 are cdc_assets/demo_processes.py, which this script becomes: whatever ends the demo
+# (Ctrl-C, SIGTERM, the terminal closed, its output pipe closed, make killed, one of its processes
+# dying), it stops Dagster and its runs, then Spark, then the TDS server and the workload, one line
+# each, and leaves no process behind. A second `make demo` while one runs here says so and stops.
 # Safe to run twice: the source, the stored assets and the run history are kept, and the sync
 # continues where the chain ends (a run cut off by an abrupt stop is marked failed and retried).
 # The terminal shows one line per run and Dagster's warnings and errors; Dagster's and Spark's full
@@ -43,10 +46,6 @@ DAGSTER=.venv/bin/dagster
 SOURCE=.demo/source.db
 STORAGE=.demo/storage
 LOG_DIR=.demo/logs
-WORKLOAD_LOG=$LOG_DIR/workload.log
-DAGSTER_LOG=$LOG_DIR/dagster.log
-SPARK_LOG=$LOG_DIR/spark-connect.log
-TDS_LOG=$LOG_DIR/tds-server.log
 TPS="${DEMO_TPS:-20}"
 ROWS="${DEMO_ROWS:-1000}"
 MAX_ROWS="${DEMO_MAX_ROWS:-3000}"
@@ -70,20 +69,32 @@ export DAGSTER_HOME="$ROOT/.demo/dagster_home"
 export PYSPARK_PYTHON="$ROOT/$PY"
 export PYSPARK_DRIVER_PYTHON="$ROOT/$PY"
 
-if ! "$PY" - "$HOST" "$PORT" <<'EOF'
-import socket, sys
-with socket.socket() as s:
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind((sys.argv[1], int(sys.argv[2])))
-    except OSError:
-        sys.exit(1)
-EOF
-then
-  echo "demo: $HOST:$PORT is already in use; stop what listens there or pick another port," \
-    "e.g. DEMO_PORT=3001 make demo" >&2
+TDS_PORT="${DEMO_TDS_PORT:-14330}"
+SPARK_REMOTE="${CDC_ASSETS_SPARK_REMOTE:-}"
+if [ -n "${DEMO_SPARK_PORT:-}" ]; then  # another port than defs.yaml's spark.remote
+  SPARK_REMOTE="sc://127.0.0.1:$DEMO_SPARK_PORT"
+  export CDC_ASSETS_SPARK_REMOTE="$SPARK_REMOTE"
+elif [ -z "$SPARK_REMOTE" ]; then
+  SPARK_REMOTE=$(sed -n 's|^[[:space:]]*remote:[[:space:]]*\(sc://[^[:space:]#]*\).*|\1|p' \
+    "$DEMO_DEFS" | head -n 1)
+fi
+PROCESSES=("$PY" -m cdc_assets.demo_processes --source "$SOURCE" --host "$HOST" --port "$PORT"
+  --tds-port "$TDS_PORT" --tps "$TPS" --seed "$SEED" --max-rows "$MAX_ROWS"
+  --retention-minutes "$RETENTION_MINUTES" --spark-remote "$SPARK_REMOTE" --parent "$PPID")
+
+# One demo per folder: the lock is held by this script and then by the process it becomes, so a
+# second `make demo` here stops before it touches the source or the sync state.
+mkdir -p .demo
+exec 9>>.demo/demo.lock
+if ! flock -n 9; then
+  echo "demo: another demo is running in this folder ($(cat .demo/demo.lock 2>/dev/null ||
+    echo 'pid unknown')); stop it first (Ctrl-C in its terminal, or kill its pid), or run this one" \
+    "from another clone" >&2
   exit 2
 fi
+echo "pid $$, UI at $URL" >.demo/demo.lock
+# Its ports free, and no process of an earlier demo left (one killed with kill -9, say).
+"${PROCESSES[@]}" check || exit 2
 
 mkdir -p "$LOG_DIR"
 new_source() {
@@ -120,7 +131,6 @@ EOF
 # loopback (`cdc-assets emulator serve`, started below). Its config is the demo's defs.yaml with
 # the `odbc:` connection a user writes for SQL Server, written as a cdc_assets.yaml to
 # .demo/cdc_assets.yaml (the code location loads the file CDC_ASSETS_CONFIG names).
-TDS_PORT="${DEMO_TDS_PORT:-14330}"
 export CDC_DEMO_SOURCE_PASSWORD="${CDC_DEMO_SOURCE_PASSWORD:-Demo-Passw0rd}"
 DEMO_CONFIG=.demo/cdc_assets.yaml
 "$PY" - "$DEMO_DEFS" "$DEMO_CONFIG" "$TDS_PORT" "$ROOT" <<'EOF'
@@ -204,192 +214,6 @@ with DagsterInstance.get() as instance:
         print(f"demo: marked run {run.run_id} ({run.status.value}, interrupted earlier) as failed")
 EOF
 
-# SIGINT is ignored by background commands of a script; `env --default-signal` (coreutils >= 8.31)
-# gives the workload and Dagster a working Ctrl-C.
-DEFAULT_SIGNALS=(env)
-if env --default-signal=INT true 2>/dev/null; then
-  DEFAULT_SIGNALS=(env --default-signal=INT,TERM)
-fi
-
-WORKLOAD_PID=""
-SERVE_PID=""
-SPARK_PID=""
-DAGSTER_PID=""
-WAITER_PID=""
-LINES_PID=""
-STATUS=0
-alive() {
-  local state
-  state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $state != Z* ]]
-}
-group_alive() {  # a live (not zombie) process is left in process group $1
-  ps -eo pgid=,stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }'
-}
-# Stop process group $1: Ctrl-C (unless $3 is "no-int": it had one), $2 tenths of a second for
-# all of it to exit, then TERM and KILL.
-stop_group() {
-  local pgid=$1 patience=$2
-  if [ "${3:-}" != no-int ]; then
-    kill -INT -- "-$pgid" 2>/dev/null || true
-  fi
-  for _ in $(seq "$patience"); do
-    group_alive "$pgid" || break
-    sleep 0.1
-  done
-  if group_alive "$pgid"; then
-    echo "demo: killing what is left of process group $pgid:" \
-      "$(ps -eo pgid=,pid=,args= | awk -v g="$pgid" '$1 == g { print $2, substr($3, 1, 60) }' |
-        tr '\n' ';')" >&2
-    kill -TERM -- "-$pgid" 2>/dev/null || true
-    sleep 3
-    kill -KILL -- "-$pgid" 2>/dev/null || true
-  fi
-  wait "$pgid" 2>/dev/null || true
-}
-on_signal() {
-  if [ "$STATUS" -ne 0 ]; then
-    echo "demo: still stopping (Dagster shuts down its runs first)" >&2
-    return
-  fi
-  STATUS=$1
-  # Dagster runs in its own process group: one Ctrl-C for all of it (webserver, daemon, code
-  # server, run workers), as the terminal would send, and dagster dev shuts down in order.
-  if [ -n "$DAGSTER_PID" ]; then
-    kill -INT -- "-$DAGSTER_PID" 2>/dev/null || true
-  else
-    exit "$STATUS"
-  fi
-}
-cleanup() {
-  local status=$?
-  if [ "$STATUS" -ne 0 ]; then
-    status=0  # stopped on request (Ctrl-C or TERM): the way this demo ends
-  fi
-  trap - EXIT
-  trap 'echo "demo: still stopping the workload" >&2' INT TERM
-  if [ -n "$WAITER_PID" ]; then
-    kill "$WAITER_PID" 2>/dev/null || true
-    wait "$WAITER_PID" 2>/dev/null || true
-  fi
-  if [ -n "$DAGSTER_PID" ]; then
-    if alive "$DAGSTER_PID"; then
-      stop_group "$DAGSTER_PID" 600
-    else  # dagster dev is down; its run workers may still be recording an interrupted run
-      stop_group "$DAGSTER_PID" 200 no-int
-    fi
-    echo "demo: Dagster stopped (its log: $DAGSTER_LOG)"
-  fi
-  if [ -n "$LINES_PID" ]; then
-    kill -TERM "$LINES_PID" 2>/dev/null || true
-    wait "$LINES_PID" 2>/dev/null || true
-  fi
-  if [ -n "$SPARK_PID" ]; then
-    stop_group "$SPARK_PID" 150
-    echo "demo: Spark Connect server stopped (its log: $SPARK_LOG)"
-  fi
-  if [ -n "$SERVE_PID" ]; then
-    stop_group "$SERVE_PID" 50
-    echo "demo: TDS server stopped (its log: $TDS_LOG)"
-  fi
-  if [ -n "$WORKLOAD_PID" ]; then
-    # The workload stops its capture agent and logs a summary line on Ctrl-C.
-    stop_group "$WORKLOAD_PID" 150
-    echo "demo: workload stopped: $(tail -n 1 "$WORKLOAD_LOG" 2>/dev/null || echo '(no log)')"
-  fi
-  if [ "$STATUS" -ne 0 ]; then
-    echo "demo: stopped; 'make demo' continues from here"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'on_signal 130' INT
-trap 'on_signal 143' TERM
-
-echo "demo: serving $SOURCE over TDS on 127.0.0.1:$TDS_PORT (database cdc_demo, login" \
-  "cdc_reader); log in $TDS_LOG"
-setsid "${DEFAULT_SIGNALS[@]}" "$CLI" emulator serve "$SOURCE" --port "$TDS_PORT" \
-  --database cdc_demo --user cdc_reader --password-env CDC_DEMO_SOURCE_PASSWORD \
-  >"$TDS_LOG" 2>&1 </dev/null &
-SERVE_PID=$!
-for _ in $(seq 100); do
-  grep -q "over TDS" "$TDS_LOG" 2>/dev/null && break
-  alive "$SERVE_PID" || break
-  sleep 0.1
-done
-if ! alive "$SERVE_PID"; then
-  echo "demo: the TDS server stopped at once (pick another port: DEMO_TDS_PORT=...):" >&2
-  cat "$TDS_LOG" >&2
-  exit 1
-fi
-
-echo "demo: starting the workload ($TPS tx/s) with the capture agent; log in $WORKLOAD_LOG"
-# setsid: a process group of its own, stopped by cleanup after Dagster (not by the terminal).
-setsid "${DEFAULT_SIGNALS[@]}" "$CLI" emulator workload "$SOURCE" --tps "$TPS" \
-  --seed "$((SEED + 1))" --max-rows "$MAX_ROWS" --retention-minutes "$RETENTION_MINUTES" \
-  --cleanup-every 300 >"$WORKLOAD_LOG" 2>&1 </dev/null &
-WORKLOAD_PID=$!
-sleep 1
-if ! alive "$WORKLOAD_PID"; then
-  echo "demo: the workload stopped at once:" >&2
-  cat "$WORKLOAD_LOG" >&2
-  exit 1
-fi
-
-# Warm Spark: the runs attach to this Spark Connect server (spark.remote in the demo's defs.yaml)
-# instead of each starting a Spark driver. Its own process group, stopped by cleanup after Dagster.
-if [ -n "${DEMO_SPARK_PORT:-}" ]; then  # another port than defs.yaml's spark.remote
-  export CDC_ASSETS_SPARK_REMOTE="sc://127.0.0.1:$DEMO_SPARK_PORT"
-fi
-if [ -n "${CDC_ASSETS_SPARK_REMOTE:-}" ] ||
-  grep -qE '^[[:space:]]*remote:[[:space:]]*sc://' "$CDC_ASSETS_CONFIG"; then
-  echo "demo: starting the Spark Connect server the runs attach to; log in $SPARK_LOG"
-  setsid "${DEFAULT_SIGNALS[@]}" "$PY" -m cdc_assets.spark.connect_server \
-    >"$SPARK_LOG" 2>&1 </dev/null &
-  SPARK_PID=$!
-  spark_ready=""
-  for _ in $(seq 120); do  # up to ~4 min on a busy machine; stop at once if the server exited
-    if "$PY" -m cdc_assets.spark.connect_server --wait --timeout 2 2>/dev/null; then
-      spark_ready=1
-      break
-    fi
-    alive "$SPARK_PID" || break
-  done
-  if [ -z "$spark_ready" ]; then
-    echo "demo: the Spark Connect server did not start (last lines of $SPARK_LOG):" >&2
-    tail -n 5 "$SPARK_LOG" >&2
-    exit 1
-  fi
-fi
-
-banner="demo: Dagster UI at $URL — the sensor demo_sync_sensor keeps the mirrors in sync; Ctrl-C stops everything"
-echo "demo: starting Dagster (DAGSTER_HOME=$DAGSTER_HOME); the UI will be at $URL;" \
-  "Dagster's and Spark's full log: $DAGSTER_LOG"
-if command -v curl >/dev/null 2>&1; then
-  (  # say it again once the UI answers, below Dagster's start-up log
-    for _ in $(seq 600); do
-      if curl -sf -o /dev/null "$URL/server_info" 2>/dev/null; then
-        printf '\n%s\n\n' "$banner"
-        exit 0
-      fi
-      sleep 1
-    done
-  ) &
-  WAITER_PID=$!
-else
-  echo "$banner"
-fi
-
-# dagster dev in a process group of its own, so that one Ctrl-C (or a TERM to this script) reaches
-# it exactly once, through on_signal; this script waits for it to shut down.
-setsid "${DEFAULT_SIGNALS[@]}" "$DAGSTER" dev -w workspace.yaml -h "$HOST" -p "$PORT" \
-  >>"$DAGSTER_LOG" 2>&1 </dev/null &
-DAGSTER_PID=$!
-# One line per finished run and the log's warnings and errors (stopped by cleanup, with TERM).
-setsid "$PY" -m cdc_assets.dagster.run_lines "$DAGSTER_LOG" </dev/null &
-LINES_PID=$!
-while :; do
-  wait "$DAGSTER_PID" && dagster_status=0 || dagster_status=$?
-  # A signal interrupts `wait` (status > 128) while dagster dev is still shutting down.
-  alive "$DAGSTER_PID" || break
-done
-exit "$dagster_status"
+# The processes of the demo, started and watched by the process this script becomes (it keeps the
+# lock on .demo/demo.lock and, for the parent check, this script's parent: make).
+exec "${PROCESSES[@]}" run
