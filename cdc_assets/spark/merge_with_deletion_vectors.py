@@ -24,9 +24,9 @@ Columns stored otherwise (``time`` as text, names escaped: :mod:`.stored_columns
 in the form Spark's MERGE writes. Nothing is committed, and None returned so that Spark merges,
 when the table has a feature this module does not write (only deletion vectors, Change Data
 Feed, timestampNtz and the implied legacy features are), partitions, a checkpoint it does not
-read, or when another writer committed the same version first. A commit that would be a
-checkpoint version (every ``delta.checkpointInterval``) is left to Spark too, which writes the
-checkpoint: so the log keeps its checkpoints however many commits come from here.
+read, or when another writer committed the same version first. A commit of a checkpoint version
+(every ``delta.checkpointInterval``) is followed by its checkpoint, as Spark's is (written by
+delta-rs), so the log keeps its checkpoints however many commits come from here.
 """
 
 from __future__ import annotations
@@ -109,8 +109,6 @@ def merge_keyed(
     if found is None:
         return None
     table, uri, state = found
-    if (state.version + 1) % _checkpoint_interval(state) == 0:
-        return None  # Spark's commit writes the checkpoint
     started = time.perf_counter()
     target = _arrow_schema(state.metadata["schemaString"])
     # the changes and keys as the mirror stores them (time as text, names escaped)
@@ -182,7 +180,28 @@ def _commit(
     if not delta_log.commit(table, version, [info, *adds]):
         log.warning("%s: version %d was committed by another writer; Spark merges", uri, version)
         return None
+    if version % _checkpoint_interval(state) == 0:
+        _write_checkpoint(table, version)
     return Published(uri, version, dict(properties), dict(metrics), text)
+
+
+def _write_checkpoint(table: Path, version: int) -> None:
+    """The checkpoint of ``version``, as Spark's commit of a checkpoint version writes one (every
+    ``delta.checkpointInterval``), so the log stays short for every reader however many commits
+    come from here. delta-rs writes it (one Parquet file, deletion vectors and column mapping
+    kept; Spark, DuckDB and :mod:`.delta_log` read it). The commit stands if it fails: the next
+    checkpoint version writes one."""
+    from deltalake import DeltaTable
+
+    started = time.perf_counter()
+    try:
+        DeltaTable(str(table), version=version).create_checkpoint()
+    except Exception as error:  # a checkpoint is an optimisation; the commit is made
+        log.warning("%s: no checkpoint of version %d: %s", table, version, error)
+        return
+    log.info(
+        "%s: checkpoint of version %d in %.2f s", table, version, time.perf_counter() - started
+    )
 
 
 def merge_multiset(
@@ -212,8 +231,6 @@ def merge_multiset(
     if net.num_rows == 0:  # the changes cancel out
         counts = {"numTargetRowsInserted": 0, "numTargetRowsDeleted": 0}
         return Published(uri, state.version, dict(properties), counts, committed=False)
-    if (state.version + 1) % _checkpoint_interval(state) == 0:
-        return None  # Spark's commit writes the checkpoint
     rows = net.drop_columns([NET])
     uniques = [pc.unique(rows.column(i).combine_chunks()) for i in range(rows.num_columns)]
     codes = _codes(rows, uniques).append_column(_MATCH, pa.array(range(len(rows)), pa.int64()))

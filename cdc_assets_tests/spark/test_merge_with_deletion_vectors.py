@@ -7,6 +7,7 @@ writer commits nothing."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -125,9 +126,12 @@ def test_random_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path: Path, 
         assert sorted_rows(store.read(spark, twin, None)) == expected, round_
         version = store.delta_table(driver).version()
         assert _feed(spark, store, driver, version) == _feed(spark, store, twin, version)
-    # every tenth version is Spark's, which writes the checkpoint the next rounds read from
-    assert who.count("spark") == 1 and who[8] == "spark", who
-    assert (local_path(store.location(driver)) / "_delta_log" / "_last_checkpoint").exists()
+    # every version is the driver's, the tenth with its checkpoint, which the next rounds (and
+    # Spark, and DuckDB below) read from
+    assert who == ["driver"] * 12, who
+    log = local_path(store.location(driver)) / "_delta_log"
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 10
+    assert (log / f"{10:020d}.checkpoint.parquet").exists()
     expected = Counter((*k, *v) for k, v in state.items())
     assert Counter(read_with_duckdb(store.location(driver), COLUMNS)) == expected
     as_of = mirror_store.read_mirror_as_of(spark, store.location(driver), Lsn.from_int(350))
