@@ -152,6 +152,11 @@ def _stamped(found: Catalog) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    """``text`` as ``path``'s whole content, or its old content if this fails half way: a
+    temporary file renamed over it. Only for the recorded catalog on a local file system (the
+    project's defs state, ``$CDC_ASSETS_STATE_DIR``, ``$DAGSTER_HOME/cdc_assets_catalog`` or
+    beside the config file), never asset storage; on an object store the catalog goes to the
+    instance's defs state storage (the upload above)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
     temporary.write_text(text, encoding="utf-8")

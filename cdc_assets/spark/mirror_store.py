@@ -52,6 +52,7 @@ from .asset_store import (
     Published,
     RowsInDriver,
     is_local,
+    local_path,
     sql_name,
     to_json,
     user_metadata,
@@ -500,8 +501,9 @@ def merge_multiset_in_driver(
     vectors written there (:func:`.merge_with_deletion_vectors.merge_multiset`). A mirror
     created small, by delta-rs, gets deletion vectors first (one ``ALTER TABLE``, as before its
     first Spark MERGE). None, nothing committed, where Spark must merge."""
-    if not is_local(store.location(key_path)) or store.delta_table(key_path) is None:
-        return None
+    uri = store.location(key_path)
+    if not is_local(uri) or not (local_path(uri) / "_delta_log").is_dir():
+        return None  # (a file-system check: the two calls below read the log)
     _turn_on_mirror_properties(spark, store, key_path)
     return merge_with_deletion_vectors.merge_multiset(
         store, key_path, changes, snapshot_lsn=snapshot_lsn, properties=properties

@@ -233,6 +233,30 @@ def assert_small_mirrors_equal(harness: SyncHarness) -> None:
         assert multiset(rows) == expected[table.name], table.name
 
 
+@dataclass
+class Held:
+    """A function of a module held where it is called: ``reached`` is set when a call gets
+    there, which then waits for ``release`` (``real`` is the function itself)."""
+
+    real: Any
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
+def hold(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, what: str) -> Held:
+    """Hold calls of ``module.name`` until the test releases them (``what`` names them in the
+    failure if it never does)."""
+    held = Held(getattr(module, name))
+
+    def wait_then_call(*args: Any, **kwargs: Any) -> Any:
+        held.reached.set()
+        assert held.release.wait(300), f"the test never released {what}"
+        return held.real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wait_then_call)
+    return held
+
+
 def failure_text(result: ExecuteInProcessResult) -> str:
     events = [e for e in result.all_events if e.is_failure]
     return "; ".join(str(e.event_specific_data) for e in events)[:3000] or "run failed"

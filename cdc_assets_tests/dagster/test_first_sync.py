@@ -26,7 +26,7 @@ from cdc_assets.emulator.workload import small_tables
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets_tests.support.outside_spark import multiset, read_with_duckdb
 
-from .conftest import SyncHarness, assert_succeeded, failure_text, make_harness
+from .conftest import SyncHarness, assert_succeeded, failure_text, hold, make_harness
 
 KEYED = small_tables(2)
 KEYLESS = TableDef("dbo", "audit_log", KEYED[0].columns)  # no key, duplicates allowed
@@ -180,15 +180,7 @@ def test_a_new_table_snapshots_beside_the_ranges_of_the_others(
     late = next(t for t in harness.source.tables if t.name == "late")
 
     # the new table's snapshot is held under way in a run of its own
-    reached, release = threading.Event(), threading.Event()
-    real_output = change_log.snapshot_output
-
-    def held(*args: Any, **kwargs: Any) -> Any:
-        reached.set()
-        assert release.wait(300), "the test never released the snapshot"
-        return real_output(*args, **kwargs)
-
-    monkeypatch.setattr(change_log, "snapshot_output", held)
+    held = hold(monkeypatch, change_log, "snapshot_output", "the snapshot")
     data = harness.tick()
     snapshot = next(r for r in data.run_requests if r.partition_key == SNAPSHOT_PARTITION)
     assert _selected(harness, snapshot) == {late}
@@ -196,7 +188,7 @@ def test_a_new_table_snapshots_beside_the_ranges_of_the_others(
     runner = threading.Thread(target=lambda: outcome.update(result=harness.execute(snapshot)))
     runner.start()
     try:
-        assert reached.wait(300), "the snapshot run did not start"
+        assert held.reached.wait(300), "the snapshot run did not start"
         for request in data.run_requests:
             if request is not snapshot:
                 assert_succeeded(harness.execute(request))
@@ -214,7 +206,7 @@ def test_a_new_table_snapshots_beside_the_ranges_of_the_others(
             assert _assert_equal_by_duckdb(harness, old) == hi
         assert runner.is_alive()
     finally:
-        release.set()
+        held.release.set()
         runner.join(600)
     assert_succeeded(outcome["result"])
     harness.sync()

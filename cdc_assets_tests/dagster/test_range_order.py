@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import pytest
 from dagster import DagsterRunStatus, ExecuteInProcessResult, RunRequest
@@ -15,7 +14,7 @@ from cdc_assets.dagster import mirror
 from cdc_assets.dagster.names import RANGE_LANE_TAG, SNAPSHOT_PARTITION
 from cdc_assets.lsn import LsnRange
 
-from .conftest import SyncHarness, assert_succeeded
+from .conftest import SyncHarness, assert_succeeded, hold
 
 
 def _changes(harness: SyncHarness, steps: int = 6) -> None:
@@ -41,23 +40,15 @@ def test_the_next_range_run_starts_while_the_previous_one_works_and_waits_for_it
     harness.assert_mirrors_equal_source()
 
     # the first range run is held in its mirrors step
-    reached, release = threading.Event(), threading.Event()
-    real_output = mirror._mirror_output
-
-    def held(*args: Any, **kwargs: Any) -> Any:
-        reached.set()
-        assert release.wait(300), "the test never released the first run"
-        return real_output(*args, **kwargs)
-
-    monkeypatch.setattr(mirror, "_mirror_output", held)
+    held = hold(monkeypatch, mirror, "_mirror_output", "the first run")
     _changes(harness)
     (first,) = harness.tick().run_requests
     assert first.tags[RANGE_LANE_TAG] == harness.source.name
     first_thread, first_outcome = _in_thread(harness, first)
     second_thread: threading.Thread | None = None
     try:
-        assert reached.wait(300), "the first run did not reach its mirrors"
-        monkeypatch.setattr(mirror, "_mirror_output", real_output)
+        assert held.reached.wait(300), "the first run did not reach its mirrors"
+        monkeypatch.setattr(mirror, "_mirror_output", held.real)
         # a tick with nothing new captured asks for nothing and says why
         idle = harness.tick()
         assert not idle.run_requests and "in progress" in (idle.skip_message or "")
@@ -93,7 +84,7 @@ def test_the_next_range_run_starts_while_the_previous_one_works_and_waits_for_it
         full = harness.tick()
         assert not full.run_requests and "in progress" in (full.skip_message or "")
     finally:
-        release.set()
+        held.release.set()
         first_thread.join(600)
         if second_thread is not None:
             second_thread.join(600)
