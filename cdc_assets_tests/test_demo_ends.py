@@ -26,6 +26,7 @@ import re
 import select
 import signal
 import subprocess
+import sys
 import termios
 import threading
 import time
@@ -330,3 +331,35 @@ def test_the_headless_demo_stops_when_its_parent_is_killed(clone: Path) -> None:
         for p in demo.left():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p.pid, signal.SIGKILL)
+
+
+def test_a_process_left_by_an_earlier_demo_is_named_before_anything_starts(tmp_path: Path) -> None:
+    """What demo.sh runs before it touches the source: a process an earlier demo recorded that
+    still runs (its starter killed with kill -9, say) is named, with the command that stops it;
+    once it is gone, the check passes."""
+    left = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        (tmp_path / ".demo").mkdir()
+        ticks = next(p.start_ticks for p in processes() if p.pid == left.pid)
+        (tmp_path / ".demo/demo.pids").write_text(f"workload {left.pid} {ticks}\ntds 1 1\n")
+        ports = _ports()
+        check = [
+            *(str(Path(sys.executable)), "-m", "cdc_assets.demo_processes", "check"),
+            *("--source", ".demo/source.db", "--port", str(ports["DEMO_PORT"])),
+            *("--tds-port", str(ports["DEMO_TDS_PORT"])),
+        ]
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        found = subprocess.run(check, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert found.returncode == 2
+        assert found.stderr == (
+            f"demo: processes of an earlier demo still run: workload (pid {left.pid}); stop "
+            f"them with 'kill -- -{left.pid}' and start the demo again\n"
+        )
+        left.kill()
+        left.wait()
+        again = subprocess.run(check, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert again.returncode == 0, again.stderr
+    finally:
+        if left.poll() is None:
+            left.kill()
+            left.wait()
