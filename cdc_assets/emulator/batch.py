@@ -36,7 +36,6 @@ _NOOP_SET_OPTIONS = {
     "TEXTSIZE",
     "DATEFORMAT",
     "DEADLOCK_PRIORITY",
-    "IMPLICIT_TRANSACTIONS",
 }
 _LEVELS = {
     "READ COMMITTED": "READ COMMITTED",
@@ -53,7 +52,8 @@ class Statement:
 
     ``control`` is set for statements handled without sqlglot, e.g. ``("begin", None)``,
     ``("commit",)``, ``("rollback", name)``, ``("save", name)``, ``("isolation", level)``,
-    ``("allow_snapshot", True)``, ``("noop",)``, ``("lock_timeout", ms)``. Otherwise ``text`` is
+    ``("allow_snapshot", True)``, ``("noop",)``, ``("lock_timeout", ms)``,
+    ``("implicit_transactions", on)``. Otherwise ``text`` is
     the statement with parameters renamed, ready for sqlglot.
     """
 
@@ -82,6 +82,9 @@ def split(sql: str) -> tuple[Statement, ...]:
     statements: list[Statement] = []
     counter = [0]
     for piece in pieces:
+        if piece and _word(piece[0]) == "IF":
+            statements.append(_conditional(sql, piece, counter))
+            continue
         for part in _split_control(piece):
             if part:
                 statements.append(_statement(sql, part, counter))
@@ -151,6 +154,53 @@ def _split_control(tokens: list[Token]) -> list[list[Token]]:
     return [p for p in parts if p]
 
 
+# words that start the statement an IF runs (its condition ends before the first at depth 0)
+_STATEMENT_WORDS = frozenset(
+    [
+        *("BEGIN", "COMMIT", "ROLLBACK", "SAVE", "SELECT", "INSERT", "UPDATE", "DELETE", "SET"),
+        *("EXEC", "EXECUTE", "PRINT", "RETURN", "DECLARE", "TRUNCATE", "CREATE", "DROP", "ALTER"),
+    ]
+)
+
+
+def _depth_zero_words(tokens: list[Token], start: int) -> list[tuple[int, str]]:
+    found, depth = [], 0
+    for i in range(start, len(tokens)):
+        kind = tokens[i].token_type
+        depth += kind == TokenType.L_PAREN
+        depth -= kind == TokenType.R_PAREN
+        if depth == 0:
+            found.append((i, _word(tokens[i])))
+    return found
+
+
+def _conditional(sql: str, tokens: list[Token], counter: list[int]) -> Statement:
+    """``IF condition statement [ELSE statement]``, each branch one statement (no BEGIN ... END
+    block): ``("if", condition as a SELECT of 1 or 0, then, else)``."""
+    words = _depth_zero_words(tokens, 1)
+    body = next((i for i, w in words if w in _STATEMENT_WORDS and i > 1), None)
+    if body is None:
+        raise errors.server_error(102, "Incorrect syntax near the end of the IF statement.")
+    otherwise = next((i for i, w in words if w == "ELSE" and i > body), None)
+    end = len(tokens) if otherwise is None else otherwise
+    if _word(tokens[body]) == "BEGIN" and _word(tokens[body + 1]) not in _TRAN_WORDS:
+        raise errors.not_supported("IF with a BEGIN ... END block")
+    condition = _statement(sql, tokens[1:body], counter)
+    test = Statement(
+        text=f"SELECT CASE WHEN {condition.text} THEN 1 ELSE 0 END",
+        control=None,
+        param_count=condition.param_count,
+    )
+    branches = []
+    for part in (tokens[body:end], tokens[end + 1 :] if otherwise is not None else []):
+        pieces = _split_control(part) if part else []
+        if len(pieces) > 1:
+            raise errors.not_supported("IF with more than one statement in a branch")
+        branches.append(_statement(sql, pieces[0], counter) if pieces else None)
+    count = test.param_count + sum(b.param_count for b in branches if b is not None)
+    return Statement(text=sql, control=("if", test, branches[0], branches[1]), param_count=count)
+
+
 def _statement(sql: str, tokens: list[Token], counter: list[int]) -> Statement:
     control = _control(tokens)
     start = tokens[0].start
@@ -197,13 +247,13 @@ def _control(tokens: list[Token]) -> tuple[object, ...] | None:
         level = " ".join(words[4:])
         if level not in _LEVELS:
             raise errors.server_error(102, f"Incorrect syntax near '{level}'.")
-        if _LEVELS[level] in ("REPEATABLE READ", "SERIALIZABLE"):
-            raise errors.not_supported(f"the {level} isolation level")
         return ("isolation", _LEVELS[level])
     if first == "SET" and len(words) >= 2:
         option = words[1]
         if option in _NOOP_SET_OPTIONS:
             return ("noop",)
+        if option == "IMPLICIT_TRANSACTIONS" and len(words) == 3 and words[2] in ("ON", "OFF"):
+            return ("implicit_transactions", words[2] == "ON")
         if option == "LOCK_TIMEOUT" and len(tokens) >= 3:
             text = "".join(t.text for t in tokens[2:])
             try:

@@ -242,13 +242,18 @@ class Connection:
     """A pyodbc-like connection to an emulator database file."""
 
     def __init__(
-        self, path: str | Path, *, autocommit: bool = False, timeout: float = 30.0
+        self,
+        path: str | Path,
+        *,
+        autocommit: bool = False,
+        timeout: float = 30.0,
+        login: str = "sa",
     ) -> None:
         self.path = str(path)
         self.timeout = timeout
         self._faults = faults.plan_for(self.path)  # injected by tests; None normally
         faults.check_connect(self.path, self._faults)
-        self._session = Session(self.path, autocommit=autocommit, timeout=timeout)
+        self._session = Session(self.path, autocommit=autocommit, timeout=timeout, login=login)
         self._lock = threading.RLock()
         self._closed = False
 
@@ -332,10 +337,13 @@ class Connection:
             pass
 
 
-def connect(path: str | Path, *, autocommit: bool = False, timeout: float = 30.0) -> Connection:
+def connect(
+    path: str | Path, *, autocommit: bool = False, timeout: float = 30.0, login: str = "sa"
+) -> Connection:
     """Open (creating if missing) the emulator database at ``path``.
 
     ``timeout`` (seconds) is how long a statement waits for a lock held by another connection or
-    process before failing with error 1222.
+    process before failing with error 1222. ``login``: what ``SUSER_SNAME()`` answers (the TDS
+    server passes its client's login).
     """
-    return Connection(path, autocommit=autocommit, timeout=timeout)
+    return Connection(path, autocommit=autocommit, timeout=timeout, login=login)

@@ -64,6 +64,8 @@ SYSTEM_FUNCTION_NODES: tuple[type[exp.Expression], ...] = (
     exp.DateDiff,
     exp.CurrentTimestamp,
     exp.ObjectId,
+    exp.CurrentUser,
+    exp.Extract,
     exp.Dot,
     exp.Anonymous,
     exp.Parameter,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import re
 import sqlite3
 import threading
 import uuid
@@ -51,6 +52,11 @@ from .translate import Translator
 BUSY_SNAPSHOT = 517
 READ_COMMITTED = "READ COMMITTED"
 SNAPSHOT = "SNAPSHOT"
+# REPEATABLE READ and SERIALIZABLE: the transaction takes the database's write lock at its first
+# statement and holds it to its end, so nothing it read changes and nothing appears in a range it
+# read until it ends (SQL Server locks only the rows and key ranges read; here every other writer
+# waits, readers do not). READ UNCOMMITTED reads committed data (a stronger guarantee).
+LOCKING_LEVELS = ("REPEATABLE READ", "SERIALIZABLE")
 
 _PLAN_CACHE: OrderedDict[tuple[str, int, str, str], Plan] = OrderedDict()
 _PLAN_CACHE_SIZE = 4096
@@ -62,8 +68,11 @@ _TRAN_IDS = itertools.count(1_000_000 + (uuid.uuid4().int % 1_000_000) * 1000)
 class Session:
     """The engine behind one DB-API connection."""
 
-    def __init__(self, path: str | Path, *, autocommit: bool, timeout: float) -> None:
+    def __init__(
+        self, path: str | Path, *, autocommit: bool, timeout: float, login: str = "sa"
+    ) -> None:
         self.path = str(path)
+        self.login = login  # SUSER_SNAME(): the TDS server's login, else sa
         self.db_name = Path(self.path).stem
         self.timeout = timeout
         self.db = take_sqlite(self.path, timeout)
@@ -103,6 +112,7 @@ class Session:
         db.create_function("_emu_tran_savepoint_lsn", 0, self._fn_savepoint_lsn)
         db.create_function("_emu_trancount", 0, lambda: self.tx.trancount if self.tx else 0)
         db.create_function("_emu_spid", 0, lambda: self.spid)
+        db.create_function("_emu_login", 0, lambda: self.login)
         db.create_function("_emu_db_name", 0, lambda: self.db_name, deterministic=True)
         db.create_function("_emu_now", 2, self._guard(self._fn_now))
         db.create_function("_emu_newid", 0, lambda: str(uuid.uuid4()).upper())
@@ -254,10 +264,22 @@ class Session:
     def run(self, statement: batch.Statement, params: Sequence[Any]) -> Result | None:
         self._statement_tran_id = None
         self._udf_error = None
+        if statement.control is not None and statement.control[0] == "if":
+            _, test, then, otherwise = statement.control
+            result = self.run(test, params)  # type: ignore[arg-type]
+            assert result is not None and result.rows is not None
+            (chosen,) = next(iter(result.rows))
+            branch = then if chosen == 1 else otherwise
+            return None if branch is None else self.run(branch, params)  # type: ignore[arg-type]
         if statement.control is not None:
             return self._control(statement.control)
-        tx = self.implicit_transaction()
         cat = self.refresh_catalog()
+        plan = self.plan(statement.text)
+        # SQL Server opens an implicit transaction at a statement that touches a table, not at a
+        # SELECT of variables or functions only (SELECT @@TRANCOUNT).
+        tx = self.tx if _reads_no_table(plan) else self.implicit_transaction()
+        if tx is not None and tx.level in LOCKING_LEVELS and tx.sqlite_mode is None:
+            self.ensure_write(tx)
         level = tx.level if tx is not None else self.level
         if level == SNAPSHOT and (tx is None or not tx.snapshot_checked):
             if not cat.allow_snapshot:
@@ -266,7 +288,6 @@ class Session:
                 raise errors.snapshot_not_allowed(self.db_name)
             if tx is not None:
                 tx.snapshot_checked = True
-        plan = self.plan(statement.text)
         if plan.kind == "query":
             return self._query(plan, params)
         if plan.kind == "dml":
@@ -660,6 +681,11 @@ class Session:
             self.level = str(control[1])
         elif kind == "allow_snapshot":
             self._alter_allow_snapshot(bool(control[1]))
+        elif kind == "implicit_transactions":
+            # SET IMPLICIT_TRANSACTIONS ON is what autocommit off is (pyodbc asks the driver, the
+            # driver may send this); OFF leaves an open transaction open until COMMIT, as in SQL
+            # Server (the connection attribute's setter commits it instead).
+            self.autocommit = not control[1]
         elif kind == "lock_timeout":
             ms = int(control[1])  # type: ignore[call-overload]
             self.db.execute(f"PRAGMA busy_timeout = {ms if ms >= 0 else 2**31 - 1}")
@@ -693,3 +719,11 @@ class Session:
                 self.rollback_transaction()
         finally:
             give_sqlite(self.path, self.timeout, self.db)
+
+
+_FROM = re.compile(r"\bFROM\b", re.IGNORECASE)
+
+
+def _reads_no_table(plan: Plan) -> bool:
+    """A query whose SQLite form reads no table (``SELECT @@TRANCOUNT``, ``SELECT 1``)."""
+    return plan.kind == "query" and plan.sql is not None and _FROM.search(plan.sql) is None

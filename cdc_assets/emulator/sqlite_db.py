@@ -7,7 +7,7 @@ import sqlite3
 import threading
 from typing import Any
 
-from . import errors, udfs
+from . import errors, offset_functions, udfs
 from . import types as T
 
 
@@ -25,6 +25,7 @@ def open_sqlite(path: str, timeout: float) -> sqlite3.Connection:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
     udfs.register_pure(db)
+    offset_functions.register(db)
     return db
 
 

@@ -339,6 +339,125 @@ SYSTEM_OBJECTS: tuple[SystemObject, ...] = (
             ("database_transaction_commit_lsn", T.NUMERIC25),
         ),
     ),
+    *(
+        SystemObject("INFORMATION_SCHEMA", name, columns)
+        for name, columns in (
+            (
+                "TABLES",
+                _cols(
+                    ("TABLE_CATALOG", S),
+                    ("TABLE_SCHEMA", S),
+                    ("TABLE_NAME", S),
+                    ("TABLE_TYPE", SqlType("varchar", length=10)),
+                ),
+            ),
+            (
+                "COLUMNS",
+                _cols(
+                    ("TABLE_CATALOG", S),
+                    ("TABLE_SCHEMA", S),
+                    ("TABLE_NAME", S),
+                    ("COLUMN_NAME", S),
+                    ("ORDINAL_POSITION", T.INT),
+                    ("COLUMN_DEFAULT", T.nvarchar(4000)),
+                    ("IS_NULLABLE", SqlType("varchar", length=3)),
+                    ("DATA_TYPE", S),
+                    ("CHARACTER_MAXIMUM_LENGTH", T.INT),
+                    ("CHARACTER_OCTET_LENGTH", T.INT),
+                    ("NUMERIC_PRECISION", T.TINYINT),
+                    ("NUMERIC_PRECISION_RADIX", T.SMALLINT),
+                    ("NUMERIC_SCALE", T.INT),
+                    ("DATETIME_PRECISION", T.SMALLINT),
+                    ("CHARACTER_SET_CATALOG", S),
+                    ("CHARACTER_SET_SCHEMA", S),
+                    ("CHARACTER_SET_NAME", S),
+                    ("COLLATION_CATALOG", S),
+                    ("COLLATION_SCHEMA", S),
+                    ("COLLATION_NAME", S),
+                    ("DOMAIN_CATALOG", S),
+                    ("DOMAIN_SCHEMA", S),
+                    ("DOMAIN_NAME", S),
+                ),
+            ),
+            (
+                "SCHEMATA",
+                _cols(
+                    ("CATALOG_NAME", S),
+                    ("SCHEMA_NAME", S),
+                    ("SCHEMA_OWNER", S),
+                    ("DEFAULT_CHARACTER_SET_CATALOG", S),
+                    ("DEFAULT_CHARACTER_SET_SCHEMA", S),
+                    ("DEFAULT_CHARACTER_SET_NAME", S),
+                ),
+            ),
+            (
+                "TABLE_CONSTRAINTS",
+                _cols(
+                    ("CONSTRAINT_CATALOG", S),
+                    ("CONSTRAINT_SCHEMA", S),
+                    ("CONSTRAINT_NAME", S),
+                    ("TABLE_CATALOG", S),
+                    ("TABLE_SCHEMA", S),
+                    ("TABLE_NAME", S),
+                    ("CONSTRAINT_TYPE", SqlType("varchar", length=11)),
+                    ("IS_DEFERRABLE", SqlType("varchar", length=2)),
+                    ("INITIALLY_DEFERRED", SqlType("varchar", length=2)),
+                ),
+            ),
+            (
+                "KEY_COLUMN_USAGE",
+                _cols(
+                    ("CONSTRAINT_CATALOG", S),
+                    ("CONSTRAINT_SCHEMA", S),
+                    ("CONSTRAINT_NAME", S),
+                    ("TABLE_CATALOG", S),
+                    ("TABLE_SCHEMA", S),
+                    ("TABLE_NAME", S),
+                    ("COLUMN_NAME", S),
+                    ("ORDINAL_POSITION", T.INT),
+                ),
+            ),
+            (
+                "VIEWS",
+                _cols(
+                    ("TABLE_CATALOG", S),
+                    ("TABLE_SCHEMA", S),
+                    ("TABLE_NAME", S),
+                    ("VIEW_DEFINITION", T.nvarchar(4000)),
+                    ("CHECK_OPTION", SqlType("varchar", length=7)),
+                    ("IS_UPDATABLE", SqlType("varchar", length=2)),
+                ),
+            ),
+            (
+                "REFERENTIAL_CONSTRAINTS",
+                _cols(
+                    ("CONSTRAINT_CATALOG", S),
+                    ("CONSTRAINT_SCHEMA", S),
+                    ("CONSTRAINT_NAME", S),
+                    ("UNIQUE_CONSTRAINT_CATALOG", S),
+                    ("UNIQUE_CONSTRAINT_SCHEMA", S),
+                    ("UNIQUE_CONSTRAINT_NAME", S),
+                    ("MATCH_OPTION", SqlType("varchar", length=7)),
+                    ("UPDATE_RULE", SqlType("varchar", length=11)),
+                    ("DELETE_RULE", SqlType("varchar", length=11)),
+                ),
+            ),
+            (
+                "ROUTINES",
+                _cols(
+                    ("SPECIFIC_CATALOG", S),
+                    ("SPECIFIC_SCHEMA", S),
+                    ("SPECIFIC_NAME", S),
+                    ("ROUTINE_CATALOG", S),
+                    ("ROUTINE_SCHEMA", S),
+                    ("ROUTINE_NAME", S),
+                    ("ROUTINE_TYPE", T.nvarchar(20)),
+                    ("DATA_TYPE", S),
+                    ("ROUTINE_DEFINITION", T.nvarchar(4000)),
+                ),
+            ),
+        )
+    ),
 )
 
 SYSTEM_BY_NAME: dict[tuple[str | None, str, str], SystemObject] = {
@@ -418,6 +537,93 @@ _VIEWS: dict[str, str] = {
         WHERE _emu_tran_id() IS NOT NULL""",
 }
 
+# INFORMATION_SCHEMA, as SQL Server defines its views over the catalog (the emulator has no views,
+# foreign keys or routines of its own: those three are empty)
+_STRING_TYPES = "('char', 'varchar', 'text', 'nchar', 'nvarchar', 'ntext')"
+_UNICODE_TYPES = "('nchar', 'nvarchar', 'ntext')"
+_EXACT_TYPES = (
+    "('tinyint', 'smallint', 'int', 'bigint', 'decimal', 'numeric', 'money', 'smallmoney')"
+)
+_VIEWS.update(
+    {
+        "INFORMATION_SCHEMA.TABLES": """
+        SELECT _emu_db_name() AS TABLE_CATALOG, s.name AS TABLE_SCHEMA, o.name AS TABLE_NAME,
+               'BASE TABLE' AS TABLE_TYPE
+        FROM _emu_objects AS o JOIN _emu_schemas AS s ON s.schema_id = o.schema_id
+        WHERE o.type = 'U'""",
+        "INFORMATION_SCHEMA.COLUMNS": f"""
+        SELECT _emu_db_name() AS TABLE_CATALOG, s.name AS TABLE_SCHEMA, o.name AS TABLE_NAME,
+               c.name AS COLUMN_NAME, c.column_id AS ORDINAL_POSITION, NULL AS COLUMN_DEFAULT,
+               CASE WHEN c.is_nullable THEN 'YES' ELSE 'NO' END AS IS_NULLABLE,
+               c.type_name AS DATA_TYPE,
+               CASE WHEN c.type_name = 'text' THEN 2147483647
+                    WHEN c.type_name = 'ntext' THEN 1073741823
+                    WHEN c.max_length = -1
+                         AND c.type_name IN ('varchar', 'nvarchar', 'varbinary') THEN -1
+                    WHEN c.type_name IN {_UNICODE_TYPES} THEN c.max_length / 2
+                    WHEN c.type_name IN ('char', 'varchar', 'binary', 'varbinary')
+                         THEN c.max_length END AS CHARACTER_MAXIMUM_LENGTH,
+               CASE WHEN c.type_name = 'text' THEN 2147483647
+                    WHEN c.type_name = 'ntext' THEN 2147483646
+                    WHEN c.type_name IN {_STRING_TYPES} OR c.type_name IN ('binary', 'varbinary')
+                         THEN c.max_length END AS CHARACTER_OCTET_LENGTH,
+               CASE WHEN c.type_name IN {_EXACT_TYPES} OR c.type_name IN ('float', 'real')
+                    THEN c.precision END AS NUMERIC_PRECISION,
+               CASE WHEN c.type_name IN {_EXACT_TYPES} THEN 10
+                    WHEN c.type_name IN ('float', 'real') THEN 2 END AS NUMERIC_PRECISION_RADIX,
+               CASE WHEN c.type_name IN {_EXACT_TYPES} THEN c.scale END AS NUMERIC_SCALE,
+               CASE WHEN c.type_name IN ('date', 'smalldatetime') THEN 0
+                    WHEN c.type_name = 'datetime' THEN 3
+                    WHEN c.type_name IN ('datetime2', 'time', 'datetimeoffset') THEN c.scale
+                    END AS DATETIME_PRECISION,
+               NULL AS CHARACTER_SET_CATALOG, NULL AS CHARACTER_SET_SCHEMA,
+               CASE WHEN c.type_name IN {_UNICODE_TYPES} THEN 'UNICODE'
+                    WHEN c.type_name IN {_STRING_TYPES} THEN 'iso_1' END AS CHARACTER_SET_NAME,
+               NULL AS COLLATION_CATALOG, NULL AS COLLATION_SCHEMA,
+               CASE WHEN c.type_name IN {_STRING_TYPES} THEN 'SQL_Latin1_General_CP1_CI_AS'
+                    END AS COLLATION_NAME,
+               NULL AS DOMAIN_CATALOG, NULL AS DOMAIN_SCHEMA, NULL AS DOMAIN_NAME
+        FROM _emu_columns AS c JOIN _emu_objects AS o ON o.object_id = c.object_id
+        JOIN _emu_schemas AS s ON s.schema_id = o.schema_id
+        WHERE o.type = 'U'""",
+        "INFORMATION_SCHEMA.SCHEMATA": """
+        SELECT _emu_db_name() AS CATALOG_NAME, name AS SCHEMA_NAME,
+               CASE WHEN name IN ('INFORMATION_SCHEMA', 'sys', 'guest', 'cdc') THEN name
+                    ELSE 'dbo' END AS SCHEMA_OWNER,
+               NULL AS DEFAULT_CHARACTER_SET_CATALOG, NULL AS DEFAULT_CHARACTER_SET_SCHEMA,
+               'iso_1' AS DEFAULT_CHARACTER_SET_NAME
+        FROM _emu_schemas""",
+        "INFORMATION_SCHEMA.TABLE_CONSTRAINTS": """
+        SELECT _emu_db_name() AS CONSTRAINT_CATALOG, s.name AS CONSTRAINT_SCHEMA,
+               o.pk_name AS CONSTRAINT_NAME, _emu_db_name() AS TABLE_CATALOG,
+               s.name AS TABLE_SCHEMA, o.name AS TABLE_NAME, 'PRIMARY KEY' AS CONSTRAINT_TYPE,
+               'NO' AS IS_DEFERRABLE, 'NO' AS INITIALLY_DEFERRED
+        FROM _emu_objects AS o JOIN _emu_schemas AS s ON s.schema_id = o.schema_id
+        WHERE o.type = 'U' AND o.pk_name IS NOT NULL""",
+        "INFORMATION_SCHEMA.KEY_COLUMN_USAGE": """
+        SELECT _emu_db_name() AS CONSTRAINT_CATALOG, s.name AS CONSTRAINT_SCHEMA,
+               o.pk_name AS CONSTRAINT_NAME, _emu_db_name() AS TABLE_CATALOG,
+               s.name AS TABLE_SCHEMA, o.name AS TABLE_NAME, c.name AS COLUMN_NAME,
+               k.key_ordinal AS ORDINAL_POSITION
+        FROM _emu_key_columns AS k JOIN _emu_objects AS o ON o.object_id = k.object_id
+        JOIN _emu_schemas AS s ON s.schema_id = o.schema_id
+        JOIN _emu_columns AS c ON c.object_id = k.object_id AND c.column_id = k.column_id
+        WHERE o.type = 'U' AND o.pk_name IS NOT NULL""",
+        "INFORMATION_SCHEMA.VIEWS": """
+        SELECT NULL AS TABLE_CATALOG, NULL AS TABLE_SCHEMA, NULL AS TABLE_NAME,
+               NULL AS VIEW_DEFINITION, NULL AS CHECK_OPTION, NULL AS IS_UPDATABLE WHERE 0""",
+        "INFORMATION_SCHEMA.REFERENTIAL_CONSTRAINTS": """
+        SELECT NULL AS CONSTRAINT_CATALOG, NULL AS CONSTRAINT_SCHEMA, NULL AS CONSTRAINT_NAME,
+               NULL AS UNIQUE_CONSTRAINT_CATALOG, NULL AS UNIQUE_CONSTRAINT_SCHEMA,
+               NULL AS UNIQUE_CONSTRAINT_NAME, NULL AS MATCH_OPTION, NULL AS UPDATE_RULE,
+               NULL AS DELETE_RULE WHERE 0""",
+        "INFORMATION_SCHEMA.ROUTINES": """
+        SELECT NULL AS SPECIFIC_CATALOG, NULL AS SPECIFIC_SCHEMA, NULL AS SPECIFIC_NAME,
+               NULL AS ROUTINE_CATALOG, NULL AS ROUTINE_SCHEMA, NULL AS ROUTINE_NAME,
+               NULL AS ROUTINE_TYPE, NULL AS DATA_TYPE, NULL AS ROUTINE_DEFINITION WHERE 0""",
+    }
+)
+
 _INTERNAL_DDL = """
 CREATE TABLE IF NOT EXISTS _emu_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS _emu_schemas (
@@ -463,7 +669,10 @@ CREATE TABLE IF NOT EXISTS _emu_catalog_changes (
 """
 
 # views added after the first layout: created in older database files when they are opened
-ADDED_VIEWS = ("sys.partitions",)
+ADDED_VIEWS = (
+    "sys.partitions",
+    *(name for name in _VIEWS if name.startswith("INFORMATION_SCHEMA.")),
+)
 
 CDC_OBJECT_NAMES = tuple(o for o in SYSTEM_OBJECTS if o.requires_cdc)
 
@@ -504,11 +713,12 @@ def bootstrap(db: sqlite3.Connection) -> None:
         r[0]
         for r in db.execute(
             "SELECT name FROM sqlite_master "
-            "WHERE name IN ('_emu_state', '_emu_catalog_changes', 'sys.partitions')"
+            "WHERE name IN ('_emu_state', '_emu_catalog_changes', ?)",
+            (ADDED_VIEWS[-1],),
         )
     }
     if "_emu_state" in present:
-        if "_emu_catalog_changes" not in present or "sys.partitions" not in present:
+        if "_emu_catalog_changes" not in present or ADDED_VIEWS[-1] not in present:
             _add_tables(db)
         return
     db.execute("BEGIN IMMEDIATE")

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from . import errors, functions
+from . import errors, functions, offset_functions
 from . import types as T
 from .expressions import ExpressionTranslation
 from .scope import Scope
 from .type_rules import Want, family
 from .types import SqlType
 
+DTO = SqlType("datetimeoffset", scale=7)
 _NOW_FUNCS = {
     "GETDATE": ("local", T.DATETIME),
     "CURRENT_TIMESTAMP": ("local", T.DATETIME),
@@ -25,9 +26,47 @@ _NOW_FUNCS = {
     "SYSDATETIMEOFFSET": ("offset", SqlType("datetimeoffset", scale=7)),
 }
 
+# @@VERSION as SQL Server 2022 words it: version parsers (drivers, tools) read "SQL Server 2022"
+# and the "16.0.x.y" build from it
+PRODUCT_VERSION = "16.0.1000.6"
+VERSION_TEXT = (
+    f"Microsoft SQL Server 2022 (RTM) - {PRODUCT_VERSION} (X64) \n\tOct  8 2022 05:58:25 \n"
+    "\tCopyright (C) 2022 Microsoft Corporation\n\tDeveloper Edition (64-bit) on Linux "
+    "(cdc_assets emulator on SQLite) <X64>"
+)
+# SERVERPROPERTY(name): what SQL Server 2022 Developer Edition answers (strings as nvarchar,
+# numbers as int; SQL Server's type is sql_variant); an unknown name gives NULL, as there
+_SERVER_PROPERTIES: dict[str, str | int] = {
+    "PRODUCTVERSION": PRODUCT_VERSION,
+    "PRODUCTMAJORVERSION": "16",
+    "PRODUCTMINORVERSION": "0",
+    "PRODUCTBUILD": "1000",
+    "PRODUCTLEVEL": "RTM",
+    "PRODUCTUPDATELEVEL": "",
+    "EDITION": "Developer Edition (64-bit)",
+    "EDITIONID": 1493152199,
+    "ENGINEEDITION": 3,  # Enterprise (Developer and Evaluation say 3 too)
+    "MACHINENAME": "cdc_assets_emulator",
+    "SERVERNAME": "cdc_assets_emulator",
+    "INSTANCENAME": "",
+    "COLLATION": "SQL_Latin1_General_CP1_CI_AS",
+    "ISINTEGRATEDSECURITYONLY": 0,
+    "ISCLUSTERED": 0,
+    "ISHADRENABLED": 0,
+    "ISFULLTEXTINSTALLED": 0,
+    "ISSINGLEUSER": 0,
+    "HADRMANAGERSTATUS": 0,
+}
+
 # one-argument functions answered from the catalog: query ({} is the argument), its type, result
 _CATALOG_LOOKUPS: dict[str, tuple[str, SqlType, SqlType]] = {
     "OBJECT_NAME": ("SELECT name FROM _emu_objects WHERE object_id = {}", T.INT, T.SYSNAME),
+    "OBJECT_SCHEMA_NAME": (
+        "SELECT s.name FROM _emu_objects AS o JOIN _emu_schemas AS s "
+        "ON s.schema_id = o.schema_id WHERE o.object_id = {}",
+        T.INT,
+        T.SYSNAME,
+    ),
     "SCHEMA_NAME": ("SELECT name FROM _emu_schemas WHERE schema_id = {}", T.INT, T.SYSNAME),
     "SCHEMA_ID": ("SELECT schema_id FROM _emu_schemas WHERE name = {}", T.SYSNAME, T.INT),
 }
@@ -54,6 +93,10 @@ class SystemFunctionTranslation(ExpressionTranslation):
             return self.now_function("GETDATE", want)
         if isinstance(node, exp.ObjectId):
             return self.object_id_function(node, scope)
+        if isinstance(node, exp.CurrentUser):  # SUSER_SNAME(), SUSER_NAME(), CURRENT_USER
+            return exp.Anonymous(this="_emu_login", expressions=[]), T.SYSNAME
+        if isinstance(node, exp.Extract):  # DATEPART(unit, value)
+            return self.datepart_function(node, scope)
         if isinstance(node, exp.Dot):
             return self.dotted_function(node, scope, want)
         if isinstance(node, exp.Anonymous):
@@ -115,6 +158,32 @@ class SystemFunctionTranslation(ExpressionTranslation):
 
         return self.raw_node(f"SELECT {boundaries(end)} - {boundaries(start)}"), T.INT
 
+    def datepart_function(
+        self, node: exp.Extract, scope: Scope
+    ) -> tuple[exp.Expression, SqlType | None]:
+        unit = node.this.name.upper() if isinstance(node.this, exp.Expression) else str(node.this)
+        if unit not in offset_functions.UNITS:
+            raise errors.not_supported(f"DATEPART with the unit {unit}")
+        value, t = self.expr(node.expression, scope)
+        kinds = {"dto": "dto", "time": "time", "datetime": "datetime", "date": "datetime"}
+        kind = kinds.get(family(t) or "")
+        if kind is None:
+            raise errors.not_supported(f"DATEPART of {t.sql if t else 'untyped'} values")
+        call = exp.Anonymous(
+            this="_emu_datepart",
+            expressions=[exp.Literal.string(unit), value, exp.Literal.string(kind)],
+        )
+        return call, T.INT
+
+    def offset_argument(self, node: exp.Expression, scope: Scope) -> exp.Expression:
+        """A time-zone offset (``'+05:00'`` or minutes), checked now when it is a literal."""
+        if isinstance(node, (exp.Literal, exp.National)):
+            literal = str(node.this)
+            is_string = isinstance(node, exp.National) or node.is_string
+            minutes = offset_functions.offset_minutes(literal if is_string else int(literal))
+            return exp.Literal.number(minutes)
+        return self.expr(node, scope)[0]
+
     def object_id_function(
         self, node: exp.Expression, scope: Scope
     ) -> tuple[exp.Expression, SqlType | None]:
@@ -136,9 +205,7 @@ class SystemFunctionTranslation(ExpressionTranslation):
             if name == "SPID":
                 return exp.Anonymous(this="_emu_spid", expressions=[]), T.SMALLINT
             if name == "VERSION":
-                return exp.Literal.string(
-                    "Microsoft SQL Server 2022 (cdc_assets emulator on SQLite)"
-                ), T.nvarchar(300)
+                return exp.Literal.string(VERSION_TEXT), T.nvarchar(300)
             if name == "SERVERNAME":
                 return exp.Literal.string("cdc_assets_emulator"), T.SYSNAME
             raise errors.not_supported(f"@@{name}")
@@ -153,6 +220,32 @@ class SystemFunctionTranslation(ExpressionTranslation):
             return self.now_function(name, want)
         if name == "NEWID" and not args:
             return exp.Anonymous(this="_emu_newid", expressions=[]), SqlType("uniqueidentifier")
+        if name in ("TODATETIMEOFFSET", "SWITCHOFFSET") and len(args) == 2:
+            wanted = DTO if name == "SWITCHOFFSET" else SqlType("datetime2", scale=7)
+            value, t = self.expr(args[0], scope, Want(wanted))
+            allowed = ("dto",) if name == "SWITCHOFFSET" else ("datetime", "date")
+            if family(t) not in allowed:
+                raise errors.not_supported(f"{name} of {t.sql if t else 'untyped'} values")
+            function = "_emu_switchoffset" if name == "SWITCHOFFSET" else "_emu_todto"
+            offset = self.offset_argument(args[1], scope)
+            return exp.Anonymous(this=function, expressions=[value, offset]), DTO
+        if name == "SERVERPROPERTY" and len(args) == 1:
+            prop = args[0]
+            if not isinstance(prop, (exp.Literal, exp.National)) or (
+                isinstance(prop, exp.Literal) and not prop.is_string
+            ):
+                raise errors.not_supported("SERVERPROPERTY of anything but a literal name")
+            value = _SERVER_PROPERTIES.get(str(prop.this).upper())
+            if value is None:
+                return exp.Null(), T.nvarchar(128)
+            if isinstance(value, int):
+                return exp.Literal.number(value), T.INT
+            return exp.Literal.string(value), T.nvarchar(128)
+        if name == "USER_NAME" and not args:  # the database user: dbo for sa, else the login's
+            login = "_emu_login()"
+            return self.raw_node(f"SELECT CASE {login} WHEN 'sa' THEN 'dbo' ELSE {login} END"), (
+                T.SYSNAME
+            )
         if name == "DB_ID":
             return exp.Literal.number(5), T.INT
         if name == "DB_NAME":
@@ -162,6 +255,8 @@ class SystemFunctionTranslation(ExpressionTranslation):
         if name == "SCHEMA_ID" and not args:
             return exp.Literal.number(1), T.INT
         lookup = _CATALOG_LOOKUPS.get(name)
+        if lookup is not None and name.startswith("OBJECT_") and len(args) == 2:
+            args = args[:1]  # (object_id, database_id): one database is served, this one
         if lookup is not None and len(args) == 1:
             select, argument_type, result_type = lookup
             arg = self.sql(self.expr(args[0], scope, Want(argument_type))[0])

@@ -168,7 +168,10 @@ class ClientConnection:
             return False
         try:
             self.conn = emulator.connect(
-                self.server.path, autocommit=True, timeout=self.server.lock_timeout
+                self.server.path,
+                autocommit=True,
+                timeout=self.server.lock_timeout,
+                login=login.user or "sa",
             )
         except EmulatorError as exc:
             self._send_reply(b"".join(error_tokens(exc)) + done(DONE_ERROR))
@@ -381,7 +384,10 @@ class ClientConnection:
 
     def _sync_transaction(self, writer: ResponseWriter, sql: str, *, failed: bool) -> None:
         """Tell the client (ENVCHANGE) when the statement began or ended a transaction."""
-        if self.tran_id is None and (failed or not _TRAN_WORDS_RE.search(sql)):
+        # With implicit transactions on (autocommit off, or SET IMPLICIT_TRANSACTIONS ON), any
+        # statement that touches a table may have begun one.
+        may_begin = not self.conn.autocommit or _TRAN_WORDS_RE.search(sql)
+        if self.tran_id is None and (failed or not may_begin):
             return
         probe = self.conn.cursor()
         try:

@@ -36,6 +36,12 @@ def conn(connect: Callable[..., Connection]) -> Connection:
     return connect()
 
 
+@pytest.fixture
+def login() -> str:
+    """The login ``connect`` opens connections as (a local connection: sa)."""
+    return "sa"
+
+
 ORDERS_DDL = (
     "CREATE TABLE [dbo].[orders] ([id] int NOT NULL, [name] nvarchar(50) NULL, "
     "[qty] int NULL, CONSTRAINT [pk_orders] PRIMARY KEY ([id]))"

@@ -309,3 +309,85 @@ def test_max_lsn_reaches_the_snapshot_lsn_on_an_idle_source(
     orders.execute("INSERT INTO [dbo].[orders] ([id]) VALUES (2)")
     emulator.scan(db_path)
     assert _commit_lsns(orders)[-1] > s
+
+
+def test_set_implicit_transactions_holds_work_until_commit(
+    connect: Callable[..., Connection],
+) -> None:
+    """``SET IMPLICIT_TRANSACTIONS ON`` on an autocommit connection: a write opens a transaction
+    that only COMMIT makes visible and ROLLBACK undoes; a SELECT of no table opens none; OFF
+    leaves an open transaction open, and later writes commit at once (SQL Server's rules)."""
+    conn = connect(autocommit=True)
+    conn.execute("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    conn.execute("INSERT INTO t VALUES (1, 0)")
+    other = connect(autocommit=True)
+
+    def seen() -> int:
+        return other.execute("SELECT v FROM t WHERE id = 1").fetchone()[0]
+
+    conn.execute("SET IMPLICIT_TRANSACTIONS ON")
+    assert conn.execute("SELECT @@TRANCOUNT").fetchone()[0] == 0  # no table: no transaction
+    conn.execute("UPDATE t SET v = 1 WHERE id = 1")
+    assert conn.execute("SELECT @@TRANCOUNT").fetchone()[0] == 1
+    assert seen() == 0
+    conn.execute("ROLLBACK")
+    assert conn.execute("SELECT @@TRANCOUNT").fetchone()[0] == 0
+    assert seen() == 0
+    conn.execute("UPDATE t SET v = 2 WHERE id = 1")
+    conn.execute("COMMIT")
+    assert seen() == 2
+    conn.execute("UPDATE t SET v = 3 WHERE id = 1")
+    conn.execute("SET IMPLICIT_TRANSACTIONS OFF")  # the open transaction stays open
+    assert conn.execute("SELECT @@TRANCOUNT").fetchone()[0] == 1
+    assert seen() == 2
+    conn.execute("COMMIT")
+    assert seen() == 3
+    conn.execute("UPDATE t SET v = 4 WHERE id = 1")  # autocommit again
+    assert conn.execute("SELECT @@TRANCOUNT").fetchone()[0] == 0
+    assert seen() == 4
+
+
+@pytest.mark.parametrize("level", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_repeatable_read_and_serializable_keep_what_they_read(
+    connect: Callable[..., Connection], level: str
+) -> None:
+    """What the transaction read stays as it was, and no row appears in it, until it ends:
+    another connection's write waits (here: times out) and succeeds once it has committed."""
+    setup = connect(autocommit=True)
+    setup.execute("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    setup.execute("INSERT INTO t VALUES (1, 0)")
+    reader = connect(autocommit=False)
+    writer = connect(autocommit=True, timeout=0.5)
+    reader.execute(f"SET TRANSACTION ISOLATION LEVEL {level}")
+    assert reader.execute("SELECT COUNT(*), SUM(v) FROM t").fetchone()[:] == (1, 0)
+    with pytest.raises(emulator.Error, match=r"1222"):
+        writer.execute("INSERT INTO t VALUES (2, 5)")
+    with pytest.raises(emulator.Error, match=r"1222"):
+        writer.execute("UPDATE t SET v = 9 WHERE id = 1")
+    assert reader.execute("SELECT COUNT(*), SUM(v) FROM t").fetchone()[:] == (1, 0)
+    reader.commit()
+    writer.execute("UPDATE t SET v = 9 WHERE id = 1")
+    assert reader.execute("SELECT SUM(v) FROM t").fetchone()[0] == 9
+    reader.commit()
+
+
+def test_if_runs_one_statement_as_jdbc_commits(connect: Callable[..., Connection]) -> None:
+    """``IF @@TRANCOUNT > 0 COMMIT TRAN`` (mssql-jdbc's commit with autocommit off) and
+    ``IF EXISTS (...) ... ELSE ...`` with a parameter: the branch the condition picks runs."""
+    conn = connect(autocommit=True)
+    conn.execute("CREATE TABLE t (id int PRIMARY KEY, v int)")
+    other = connect(autocommit=True)
+    conn.execute("SET IMPLICIT_TRANSACTIONS ON")
+    conn.execute("INSERT INTO t VALUES (1, 1)")
+    assert other.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 0
+    conn.execute("IF @@TRANCOUNT > 0 COMMIT TRAN")
+    assert conn.execute("SELECT @@TRANCOUNT").fetchone()[0] == 0
+    assert other.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 1
+    conn.execute("IF @@TRANCOUNT > 0 COMMIT TRAN")  # nothing open: nothing to do, no error
+    conn.execute("INSERT INTO t VALUES (2, 2)")
+    conn.execute("IF @@TRANCOUNT > 0 ROLLBACK TRAN")
+    assert other.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 1
+    ask = "IF EXISTS (SELECT 1 FROM t WHERE id = ?) SELECT N'yes' ELSE SELECT N'no'"
+    assert conn.execute(ask, 1).fetchone()[0] == "yes"
+    assert conn.execute(ask, 2).fetchone()[0] == "no"
+    conn.execute("IF @@TRANCOUNT > 0 COMMIT TRAN")

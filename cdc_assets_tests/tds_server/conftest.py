@@ -68,6 +68,12 @@ def conn(connect: Callable[..., Any]) -> Any:
 
 
 @pytest.fixture
+def login() -> str:
+    """The login ``connect`` opens connections as."""
+    return USER
+
+
+@pytest.fixture
 def orders(conn: Any, db_path: Path) -> Any:
     from cdc_assets_tests.emulator.conftest import ORDERS_DDL, enable_cdc
 

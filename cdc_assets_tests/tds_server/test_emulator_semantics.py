@@ -29,10 +29,20 @@ from cdc_assets_tests.emulator.test_contract import (
     test_lsn_functions,
     test_snapshot_statements,
 )
+from cdc_assets_tests.emulator.test_server_functions import (
+    test_an_offset_out_of_range_is_error_9810,
+    test_date_parts_and_offsets_as_sql_server_computes_them,
+    test_information_schema_as_clients_read_it,
+    test_object_names_as_other_cdc_consumers_ask_for_them,
+    test_the_login_and_the_database_user,
+    test_version_and_server_properties_as_sql_server_2022_gives_them,
+)
 from cdc_assets_tests.emulator.test_transactions import (
+    test_if_runs_one_statement_as_jdbc_commits,
     test_nested_and_implicit_transactions,
     test_read_committed_reads_see_new_commits,
     test_rolled_back_work_never_appears,
+    test_set_implicit_transactions_holds_work_until_commit,
 )
 
 _CLASSES = (
@@ -64,16 +74,24 @@ def driver_exceptions(client: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 __all__ = [
     "test_admin_statements",
+    "test_an_offset_out_of_range_is_error_9810",
     "test_catalog_queries",
+    "test_date_parts_and_offsets_as_sql_server_computes_them",
+    "test_if_runs_one_statement_as_jdbc_commits",
+    "test_information_schema_as_clients_read_it",
     "test_key_update_is_delete_then_insert",
     "test_lsn_functions",
     "test_nested_and_implicit_transactions",
     "test_net_changes",
+    "test_object_names_as_other_cdc_consumers_ask_for_them",
     "test_order_inside_a_transaction",
     "test_read_committed_reads_see_new_commits",
     "test_rolled_back_work_never_appears",
+    "test_set_implicit_transactions_holds_work_until_commit",
     "test_snapshot_statements",
+    "test_the_login_and_the_database_user",
     "test_time_to_lsn_operators_and_help_procedures",
     "test_two_capture_instances_after_schema_change",
     "test_update_masks",
+    "test_version_and_server_properties_as_sql_server_2022_gives_them",
 ]
