@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import os
 import signal
 import sqlite3
 import sys
@@ -700,8 +701,15 @@ def _cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
 
     # However it ends, it stops as on Ctrl-C (the workload, the capture agent, then Spark's JVM
     # with this process): SIGTERM, SIGHUP (terminal closed), its parent killed, its output gone.
+    # A signal during a run is held back by Dagster until the run ends: the parent is also
+    # checked between runs.
     stop_on_signals(raise_keyboard_interrupt)
+    parent = os.getppid()
     die_with_parent(signal.SIGTERM)
+
+    def still_wanted() -> None:
+        if os.getppid() != parent:
+            raise KeyboardInterrupt
 
     def say(line: str) -> None:
         try:
@@ -711,7 +719,13 @@ def _cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
             raise KeyboardInterrupt from None
 
     ok = run_headless_demo(
-        args.workdir, args.seconds, rows=args.rows, tps=args.tps, seed=args.seed, say=say
+        args.workdir,
+        args.seconds,
+        rows=args.rows,
+        tps=args.tps,
+        seed=args.seed,
+        say=say,
+        still_wanted=still_wanted,
     )
     return 0 if ok else EXIT_FAILURE
 

@@ -305,7 +305,8 @@ def test_the_terminal_closed_stops_everything(clone: Path) -> None:
 
 def test_the_headless_demo_stops_when_its_parent_is_killed(clone: Path) -> None:
     """``cdc-assets demo --headless`` (one process and its Spark driver's JVM) from a shell that
-    is killed: the kernel's parent-death signal stops it as Ctrl-C does."""
+    is killed: it stops as on Ctrl-C once the run in flight ends (the kernel's parent-death
+    signal, or its check of its parent between runs)."""
     output = clone / "headless.out"
     with output.open("wb") as out:
         shell = subprocess.Popen(
@@ -330,7 +331,9 @@ def test_the_headless_demo_stops_when_its_parent_is_killed(clone: Path) -> None:
         )
         os.kill(shell.pid, signal.SIGKILL)
         shell.wait()
-        deadline = time.monotonic() + 60
+        # a run in flight ends first (Dagster holds the signal back until then): up to a minute
+        # or two on a busy machine
+        deadline = time.monotonic() + 240
         while (left := demo.left()) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not left, [p.command[:80] for p in left]

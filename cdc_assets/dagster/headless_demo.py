@@ -45,7 +45,20 @@ class Progress:
 
 
 class HeadlessDemo:
-    def __init__(self, workdir: Path, *, rows: int, tps: float, seed: int, say: Say) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        rows: int,
+        tps: float,
+        seed: int,
+        say: Say,
+        still_wanted: Callable[[], None] = lambda: None,
+    ) -> None:
+        # called between runs: raises (KeyboardInterrupt) when the demo must stop. Dagster holds
+        # SIGINT and SIGTERM back while a run executes (it interrupts the run's step instead), so
+        # a stop asked during a run is seen here, after it.
+        self.still_wanted = still_wanted
         # Absolute: the config below resolves relative paths against the work dir once more.
         self.workdir = workdir.resolve()
         self.db = self.workdir / "source.db"
@@ -110,6 +123,7 @@ class HeadlessDemo:
         thread.start()
         try:
             while thread.is_alive():
+                self.still_wanted()
                 if not self.tick(source, defs, instance):
                     time.sleep(source.config.sync.sensor_interval_seconds / 5)
             thread.join()
@@ -120,7 +134,7 @@ class HeadlessDemo:
         while emulator.scan(self.db) > 0:  # capture catches up with everything committed
             pass
         while self.tick(source, defs, instance):
-            pass
+            self.still_wanted()
         return self.verify(source, defs)
 
     def verify(self, source: Source, defs: Definitions) -> bool:
@@ -171,5 +185,7 @@ def run_headless_demo(
     tps: float = 20.0,
     seed: int = 0,
     say: Say = print,
+    still_wanted: Callable[[], None] = lambda: None,
 ) -> bool:
-    return HeadlessDemo(workdir, rows=rows, tps=tps, seed=seed, say=say).run(seconds)
+    demo = HeadlessDemo(workdir, rows=rows, tps=tps, seed=seed, say=say, still_wanted=still_wanted)
+    return demo.run(seconds)
