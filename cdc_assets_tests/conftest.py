@@ -20,18 +20,12 @@ if TYPE_CHECKING:
 
 # The longest files first: `make test` gives whole files to two workers in collection order, so
 # a long file collected last would run alone at the end (the browser test did: ~3 min).
-LONGEST_FIRST = (  # (seconds per file in CI, 2 workers)
-    "cdc_assets_tests/test_demo_ends.py",  # ~330
-    "cdc_assets_tests/dagster/test_kill_faults.py",  # ~300
-    "cdc_assets_tests/dagster/test_thousand_tables.py",  # ~230 at 300 tables
-    "cdc_assets_tests/ui/test_browser.py",  # ~255
+LONGEST_FIRST = (
+    "cdc_assets_tests/dagster/test_thousand_tables.py",
+    "cdc_assets_tests/dagster/test_kill_faults.py",
+    "cdc_assets_tests/ui/test_browser.py",
+    "cdc_assets_tests/test_demo_ends.py",
     "cdc_assets_tests/dagster/test_sync.py",
-    "cdc_assets_tests/dagster/test_snapshot_resume.py",  # ~210
-    "cdc_assets_tests/spark/test_merge_with_deletion_vectors.py",  # ~190
-    "cdc_assets_tests/test_readme_commands.py",  # ~140
-    "cdc_assets_tests/dagster/test_maintenance.py",
-    "cdc_assets_tests/dagster/test_object_store.py",  # ~125
-    "cdc_assets_tests/cluster/test_spark_standalone.py",  # ~105
     "cdc_assets_tests/dagster/test_soak.py",
 )
 
