@@ -1,4 +1,6 @@
-"""Writing the catalog's bookkeeping rows: tables and their columns, capture instances.
+"""Writing the catalog's bookkeeping rows: tables and their columns, capture instances, and the
+constraints and indexes behind ``sys.key_constraints``, ``sys.default_constraints`` and
+``sys.indexes`` (:mod:`.constraint_views`).
 
 DDL (:mod:`.ddl`) and the CDC procedures (:mod:`.procedures`) change the catalog through these;
 they run inside the statement's write transaction, and the caller then marks the catalog changed
@@ -29,7 +31,8 @@ def insert_table(
     pk_name: str | None,
 ) -> None:
     """Record a table (``shipped``: a change table) and its ``(name, type, nullable, identity)``
-    columns, numbered from 1."""
+    columns, numbered from 1, and its PRIMARY KEY constraint when ``pk_name`` is given (the
+    caller records the key's columns)."""
     now = T.DATETIME.encode(storage.now())
     db.execute(
         "INSERT INTO _emu_objects (object_id, schema_id, name, type, physical, create_date, "
@@ -39,6 +42,8 @@ def insert_table(
     )
     for cid, (column, sql_type, nullable, identity) in enumerate(columns, start=1):
         insert_column(db, oid, cid, column, sql_type, nullable, identity)
+    if pk_name is not None:
+        record_primary_key(db, oid, pk_name, system_named=pk_name.startswith("PK__"), at=now)
 
 
 def insert_column(
@@ -70,8 +75,15 @@ def insert_column(
 
 def delete_table(db: sqlite3.Connection, oid: int) -> None:
     """Remove a table's rows from the catalog (its SQLite table is dropped by the caller)."""
-    for table in ("_emu_objects", "_emu_columns", "_emu_key_columns"):
+    for table in (
+        "_emu_objects",
+        "_emu_columns",
+        "_emu_key_columns",
+        "_emu_indexes",
+        "_emu_index_columns",
+    ):
         db.execute(f"DELETE FROM {table} WHERE object_id = ?", (oid,))
+    db.execute("DELETE FROM _emu_constraints WHERE parent_object_id = ?", (oid,))
 
 
 def drop_instance(db: sqlite3.Connection, instance: CaptureInstance) -> None:
@@ -86,3 +98,114 @@ def drop_instance(db: sqlite3.Connection, instance: CaptureInstance) -> None:
     ):
         db.execute(f"DELETE FROM {table} WHERE object_id = ?", (instance.object_id,))
     delete_table(db, instance.object_id)
+
+
+# -- constraints and indexes (sys.key_constraints, sys.default_constraints, sys.indexes) ---------
+
+
+def _add_constraint(
+    db: sqlite3.Connection,
+    parent: int,
+    kind: str,
+    name: str,
+    *,
+    system_named: bool,
+    column_id: int = 0,
+    definition: str | None = None,
+    at: str | None = None,
+) -> int:
+    oid = storage.next_object_id(db)
+    db.execute(
+        "INSERT INTO _emu_constraints (object_id, parent_object_id, type, name, "
+        "parent_column_id, definition, is_system_named, create_date) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            oid,
+            parent,
+            kind,
+            name,
+            column_id,
+            definition,
+            1 if system_named else 0,
+            at or T.DATETIME.encode(storage.now()),
+        ),
+    )
+    return oid
+
+
+def record_primary_key(
+    db: sqlite3.Connection, table_id: int, name: str, *, system_named: bool, at: str | None = None
+) -> None:
+    """The PRIMARY KEY constraint of a table (its columns are ``_emu_key_columns``)."""
+    _add_constraint(db, table_id, "PK", name, system_named=system_named, at=at)
+
+
+def record_default(
+    db: sqlite3.Connection,
+    table_id: int,
+    column_id: int,
+    name: str,
+    definition: str,
+    *,
+    system_named: bool,
+) -> None:
+    """A DEFAULT constraint, ``definition`` in SQL Server's text form (``((0))``)."""
+    _add_constraint(
+        db,
+        table_id,
+        "D",
+        name,
+        system_named=system_named,
+        column_id=column_id,
+        definition=definition,
+    )
+
+
+def record_index(
+    db: sqlite3.Connection,
+    table_id: int,
+    name: str,
+    columns: Sequence[tuple[int, bool]],
+    unique: bool,
+    *,
+    constraint: str | None = None,
+    system_named: bool = False,
+) -> int:
+    """A nonclustered index on ``(column_id, descending)`` columns (``constraint``: the UNIQUE
+    constraint it enforces, recorded too); returns its index_id (2 and up)."""
+    (index_id,) = db.execute(
+        "SELECT MAX(COALESCE(MAX(index_id), 1), 1) + 1 FROM _emu_indexes WHERE object_id = ?",
+        (table_id,),
+    ).fetchone()
+    constraint_id = None
+    if constraint is not None:
+        constraint_id = _add_constraint(db, table_id, "UQ", constraint, system_named=system_named)
+    db.execute(
+        "INSERT INTO _emu_indexes (object_id, index_id, name, is_unique, constraint_id) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (table_id, index_id, constraint or name, 1 if unique else 0, constraint_id),
+    )
+    db.executemany(
+        "INSERT INTO _emu_index_columns (object_id, index_id, key_ordinal, column_id, "
+        "is_descending_key) VALUES (?, ?, ?, ?, ?)",
+        [
+            (table_id, index_id, ordinal, column_id, 1 if desc else 0)
+            for ordinal, (column_id, desc) in enumerate(columns, start=1)
+        ],
+    )
+    return int(index_id)
+
+
+def delete_index(db: sqlite3.Connection, table_id: int, index_id: int) -> None:
+    for table in ("_emu_indexes", "_emu_index_columns"):
+        db.execute(
+            f"DELETE FROM {table} WHERE object_id = ? AND index_id = ?", (table_id, index_id)
+        )
+
+
+def delete_column_default(db: sqlite3.Connection, table_id: int, column_id: int) -> None:
+    db.execute(
+        "DELETE FROM _emu_constraints WHERE parent_object_id = ? AND parent_column_id = ? "
+        "AND type = 'D'",
+        (table_id, column_id),
+    )

@@ -8,7 +8,9 @@
   NULL in later change rows. Both are recorded for ``cdc.ddl_history`` (written by the capture job
   when it passes the DDL's LSN, as SQL Server does).
 - ``DROP TABLE`` of a tracked table removes its capture instances first (as SQL Server does).
-- ``CREATE [UNIQUE] [NONCLUSTERED] INDEX`` / ``DROP INDEX ... ON``: SQLite indexes (speed only).
+- ``CREATE [UNIQUE] [NONCLUSTERED] INDEX`` / ``DROP INDEX ... ON``: SQLite indexes, listed in
+  ``sys.indexes`` with the primary key and the UNIQUE constraints; DEFAULTs are listed in
+  ``sys.default_constraints`` (see :mod:`.constraint_views`). FOREIGN KEY / REFERENCES are refused.
 
 Column types are read from the statement text (sqlglot folds ``real``/``float``,
 ``text``/``ntext`` and ``decimal``/``numeric`` together).
@@ -16,6 +18,7 @@ Column types are read from the statement text (sqlglot folds ``real``/``float``,
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +29,16 @@ from . import catalog as catalog_mod
 from . import changelog, errors, statements, storage
 from . import types as T
 from .catalog import Table
-from .catalog_rows import delete_table, drop_instance, insert_column, insert_table
+from .catalog_rows import (
+    delete_column_default,
+    delete_index,
+    delete_table,
+    drop_instance,
+    insert_column,
+    insert_table,
+    record_default,
+    record_index,
+)
 from .plan import Plan, StatementContext
 from .storage import quote
 from .translate import Translator
@@ -39,8 +51,11 @@ class ColumnSpec:
     type: SqlType
     nullable: bool = True
     default_sql: str | None = None
+    default_definition: str | None = None  # sys.default_constraints.definition
+    default_name: str | None = None  # CONSTRAINT <name> DEFAULT ...
     identity: bool = False
     unique: bool = False
+    unique_name: str | None = None  # CONSTRAINT <name> UNIQUE
 
 
 @statements.planner(exp.Create, exp.Alter, exp.Drop)
@@ -118,6 +133,24 @@ def _default_sql(tr: Translator, value: exp.Expression, column_type: SqlType) ->
     raise errors.not_supported(f"the DEFAULT expression {value.sql('tsql')!r}")
 
 
+def _default_definition(value: exp.Expression) -> str:
+    """A DEFAULT as SQL Server shows it in ``sys.default_constraints``: numbers in two pairs of
+    parentheses (``((0))``, ``((-1.5))``), strings, NULL and functions in one (``('x')``,
+    ``(N'x')``, ``(NULL)``, ``(getdate())``)."""
+    while isinstance(value, exp.Paren):
+        value = value.this
+    if isinstance(value, exp.CurrentTimestamp):
+        return "(getdate())"
+    if isinstance(value, exp.Uuid):
+        return "(newid())"
+    if isinstance(value, exp.Anonymous) and not value.expressions:
+        return f"({value.name.lower()}())"
+    number = value.this if isinstance(value, exp.Neg) else value
+    if isinstance(number, exp.Literal) and not number.is_string:
+        return f"(({value.sql('tsql')}))"
+    return f"({value.sql('tsql')})"
+
+
 def _column_spec(tr: Translator, node: exp.ColumnDef, text: str) -> tuple[ColumnSpec, bool]:
     spec = ColumnSpec(node.name, _column_type(node, text))
     primary = False
@@ -129,6 +162,8 @@ def _column_spec(tr: Translator, node: exp.ColumnDef, text: str) -> tuple[Column
             primary = True
         elif isinstance(kind, exp.DefaultColumnConstraint):
             spec.default_sql = _default_sql(tr, kind.this, spec.type)
+            spec.default_definition = _default_definition(kind.this)
+            spec.default_name = constraint.name or None
         elif isinstance(kind, exp.GeneratedAsIdentityColumnConstraint):
             start = kind.args.get("start")
             step = kind.args.get("increment")
@@ -139,6 +174,7 @@ def _column_spec(tr: Translator, node: exp.ColumnDef, text: str) -> tuple[Column
             spec.identity = True
         elif isinstance(kind, exp.UniqueColumnConstraint):
             spec.unique = True
+            spec.unique_name = constraint.name or None
         elif isinstance(kind, exp.CollateColumnConstraint):
             if "_CI_" not in kind.sql("tsql").upper():
                 raise errors.not_supported(f"the collation {kind.sql('tsql')}")
@@ -169,7 +205,7 @@ def _create_table(
     columns: list[ColumnSpec] = []
     key: list[str] = []
     pk_name: str | None = None
-    uniques: list[list[str]] = []
+    uniques: list[tuple[str | None, list[str]]] = []
     for item in schema_node.expressions:
         if isinstance(item, exp.ColumnDef):
             spec, primary = _column_spec(tr, item, text)
@@ -190,7 +226,7 @@ def _create_table(
                     key = _key_names(inner)
                     pk_name = item.name
                 elif isinstance(inner, (exp.UniqueColumnConstraint,)):
-                    uniques.append([c.name for c in inner.this.expressions] if inner.this else [])
+                    uniques.append((item.name or None, _unique_columns(inner)))
                 else:
                     raise errors.not_supported(f"the table constraint {item.sql('tsql')!r}")
         elif isinstance(item, exp.PrimaryKey):
@@ -200,7 +236,7 @@ def _create_table(
                 )
             key = _key_names(item)
         elif isinstance(item, exp.UniqueColumnConstraint):
-            uniques.append([c.name for c in item.this.expressions] if item.this else [])
+            uniques.append((None, _unique_columns(item)))
         else:
             raise errors.not_supported(f"the table element {item.sql('tsql')!r}")
     by_name = {c.name.lower(): c for c in columns}
@@ -212,6 +248,12 @@ def _create_table(
                 1911, f"Column name '{k}' does not exist in the target table or view."
             )
         by_name[k.lower()].nullable = False
+    for _, unique in uniques:
+        for u in unique:
+            if u.lower() not in by_name:
+                raise errors.server_error(
+                    1911, f"Column name '{u}' does not exist in the target table or view."
+                )
     identity = [c for c in columns if c.identity]
     if identity:
         ident = identity[0]
@@ -255,7 +297,7 @@ def _create_table(
             parts.append(
                 "PRIMARY KEY (" + ", ".join(quote(by_name[k.lower()].name) for k in key) + ")"
             )
-        for unique in uniques:
+        for _, unique in uniques:
             parts.append("UNIQUE (" + ", ".join(quote(u) for u in unique) + ")")
         session.sqlite(f"CREATE TABLE {quote(physical)} ({', '.join(parts)})")
         insert_table(
@@ -268,15 +310,54 @@ def _create_table(
             shipped=False,
             pk_name=key_name,
         )
+        ids = {c.name.lower(): cid for cid, c in enumerate(columns, start=1)}
         for ordinal, k in enumerate(key, start=1):
-            cid = [c.name.lower() for c in columns].index(k.lower()) + 1
             db.execute(
                 "INSERT INTO _emu_key_columns (object_id, column_id, key_ordinal) VALUES (?, ?, ?)",
-                (oid, cid, ordinal),
+                (oid, ids[k.lower()], ordinal),
             )
+        for cid, c in enumerate(columns, start=1):
+            _record_default(db, oid, name, cid, c)
+            if c.unique:
+                _record_unique(db, oid, name, c.unique_name, [cid])
+        for unique_name, unique in uniques:
+            _record_unique(db, oid, name, unique_name, [ids[u.lower()] for u in unique])
         storage.bump_catalog(db, (oid,))
 
     return run
+
+
+def _unique_columns(node: exp.UniqueColumnConstraint) -> list[str]:
+    return [c.name for c in node.this.expressions] if node.this else []
+
+
+def _record_default(
+    db: sqlite3.Connection, oid: int, table: str, cid: int, spec: ColumnSpec
+) -> None:
+    """The DEFAULT of column ``cid`` as a constraint, named as SQL Server names it when the DDL
+    gives no name (``DF__<table>__<column>__<hex>``)."""
+    if spec.default_definition is None:
+        return
+    (next_id,) = db.execute("SELECT next_object_id FROM _emu_state").fetchone()
+    name = spec.default_name or f"DF__{table[:9]}__{spec.name[:5]}__{int(next_id):X}"
+    record_default(
+        db, oid, cid, name, spec.default_definition, system_named=spec.default_name is None
+    )
+
+
+def _record_unique(
+    db: sqlite3.Connection, oid: int, table: str, name: str | None, column_ids: list[int]
+) -> None:
+    (next_id,) = db.execute("SELECT next_object_id FROM _emu_state").fetchone()
+    record_index(
+        db,
+        oid,
+        name or "",
+        [(c, False) for c in column_ids],
+        True,
+        constraint=name or f"UQ__{table[:8]}__{int(next_id):X}",
+        system_named=name is None,
+    )
 
 
 def _create_schema(node: exp.Create) -> Callable[[StatementContext], None]:
@@ -299,11 +380,20 @@ def _create_schema(node: exp.Create) -> Callable[[StatementContext], None]:
     return run
 
 
-# -- indexes (performance only: SQLite indexes, not listed in any catalog view) --------------
+# -- indexes (SQLite indexes, listed in sys.indexes / sys.index_columns) ----------------------
 
 
 def _index_name(table: Table, name: str) -> str:
     return f"{table.physical}.{name}"
+
+
+def _index_id(db: sqlite3.Connection, table: Table, name: str) -> int | None:
+    """The index_id of the nonclustered index ``name`` of ``table`` (None: no such index)."""
+    row = db.execute(
+        "SELECT index_id FROM _emu_indexes WHERE object_id = ? AND name = ?",
+        (table.object_id, name),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _create_index(tr: Translator, node: exp.Create) -> Callable[[StatementContext], None]:
@@ -322,14 +412,27 @@ def _create_index(tr: Translator, node: exp.Create) -> Callable[[StatementContex
 
     def run(session: StatementContext) -> None:
         table = _user_table(session.refresh_catalog(), index.args["table"], session.db_name)
-        for name, _ in columns:
-            if table.column(name) is None:
+        assert table.object_id is not None
+        found = []
+        for name, desc in columns:
+            column = table.column(name)
+            if column is None:
                 raise errors.invalid_column(name)
+            found.append((column.column_id, desc))
+        if _index_id(session.db, table, index.name) is not None or (
+            table.pk_name is not None and table.pk_name.lower() == index.name.lower()
+        ):
+            raise errors.server_error(
+                1913,
+                f"The operation failed because an index or statistics with name '{index.name}' "
+                f"already exists on table '{table.display}'.",
+            )
         body = ", ".join(f"{quote(n)}{' DESC' if desc else ''}" for n, desc in columns)
         session.sqlite(
             f"CREATE {'UNIQUE ' if unique else ''}INDEX {quote(_index_name(table, index.name))} "
             f"ON {quote(table.physical)} ({body})"
         )
+        record_index(session.db, table.object_id, index.name, found, unique)
 
     return run
 
@@ -343,9 +446,29 @@ def _drop_index(tr: Translator, node: exp.Drop) -> Callable[[StatementContext], 
 
     def run(session: StatementContext) -> None:
         table = _user_table(session.refresh_catalog(), target, session.db_name)
+        assert table.object_id is not None
         for name in names:
-            exists = "IF EXISTS " if node.args.get("exists") else ""
-            session.sqlite(f"DROP INDEX {exists}{quote(_index_name(table, name))}")
+            index_id = _index_id(session.db, table, name)
+            if index_id is None:
+                if node.args.get("exists"):
+                    continue
+                raise errors.server_error(
+                    3701,
+                    f"Cannot drop the index '{table.display}.{name}', because it does not exist "
+                    "or you do not have permission.",
+                )
+            (constraint,) = session.db.execute(
+                "SELECT constraint_id FROM _emu_indexes WHERE object_id = ? AND index_id = ?",
+                (table.object_id, index_id),
+            ).fetchone()
+            if constraint is not None:
+                raise errors.server_error(
+                    3723,
+                    f"An explicit DROP INDEX is not allowed on index '{table.display}.{name}'. "
+                    "It is being used for UNIQUE KEY constraint enforcement.",
+                )
+            session.sqlite(f"DROP INDEX IF EXISTS {quote(_index_name(table, name))}")
+            delete_index(session.db, table.object_id, index_id)
 
     return run
 
@@ -431,6 +554,7 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Statem
                     piece += f" DEFAULT {spec.default_sql}"
                 session.sqlite(piece)
                 insert_column(db, oid, int(next_cid), spec.name, spec.type, spec.nullable)
+                _record_default(db, oid, table.name, int(next_cid), spec)
                 if table.tracked:
                     changelog.add_log_column(db, table, int(next_cid), spec.type.decltype)
                 next_cid += 1
@@ -450,6 +574,16 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Statem
                 raise errors.server_error(
                     5074, f"The object '{table.pk_name}' is dependent on column '{column.name}'."
                 )
+            dependent = db.execute(
+                "SELECT i.name FROM _emu_index_columns AS c JOIN _emu_indexes AS i "
+                "ON i.object_id = c.object_id AND i.index_id = c.index_id "
+                "WHERE c.object_id = ? AND c.column_id = ? ORDER BY i.index_id",
+                (oid, column.column_id),
+            ).fetchone()
+            if dependent is not None:
+                raise errors.server_error(
+                    5074, f"The index '{dependent[0]}' is dependent on column '{column.name}'."
+                )
             if table.tracked:
                 changelog.drop_triggers(db, oid)
             session.sqlite(f"ALTER TABLE {quoted} DROP COLUMN {quote(column.name)}")
@@ -457,6 +591,7 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Statem
                 "DELETE FROM _emu_columns WHERE object_id = ? AND column_id = ?",
                 (oid, column.column_id),
             )
+            delete_column_default(db, oid, column.column_id)
         storage.bump_catalog(db, (oid,))
         if table.tracked:
             changelog.install_triggers(db, session.refresh_catalog().tables_by_id[oid])

@@ -464,6 +464,16 @@ class ExpressionTranslation(TranslatorCore):
                 return exp.Anonymous(
                     this="ROUND", expressions=[inner, exp.Literal.number(target.decimal_scale)]
                 ), target
+        elif target.is_sort_decimal and target.name in ("decimal", "numeric"):
+            if source is None or (source.is_numeric and not source.is_text_encoded):
+                return exp.Anonymous(
+                    this="_emu_decimal_text",
+                    expressions=[
+                        inner,
+                        exp.Literal.number(int(target.precision or 18)),
+                        exp.Literal.number(target.decimal_scale),
+                    ],
+                ), target
         elif target.name == "bit":
             if source is None or source.is_numeric:
                 return exp.Case(

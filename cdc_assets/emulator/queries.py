@@ -52,6 +52,10 @@ class QueryTranslation(TranslatorCore):
             scope = Scope(parent)
             if with_ is not None:
                 self._ctes(with_, scope)
+            first = [
+                p.this if isinstance(p, exp.Alias) else p for p in self._leftmost(node).expressions
+            ]
+            first = [p.copy() for p in first]
             left = self.query(node.this, scope, top=False)
             right = self.query(node.expression, scope, top=False)
             if len(left) != len(right):
@@ -70,7 +74,7 @@ class QueryTranslation(TranslatorCore):
                 )
                 for a, b in zip(left, right, strict=True)
             ]
-            self._order_and_limit(node, scope, outs)
+            self._order_and_limit(node, scope, outs, first)
             if top:
                 self._alias_converters(self._leftmost(node), outs)
             return outs
@@ -177,7 +181,15 @@ class QueryTranslation(TranslatorCore):
         if changed:
             select.set("expressions", projections)
 
-    def _order_and_limit(self, node: exp.Expression, scope: Scope, outs: list[Out]) -> None:
+    def _order_and_limit(
+        self,
+        node: exp.Expression,
+        scope: Scope,
+        outs: list[Out],
+        first: list[exp.Expression] | None = None,
+    ) -> None:
+        """``first``: of a UNION/INTERSECT/EXCEPT, its first query's select list (as written),
+        which an ORDER BY item must name, by output name or by the same column expression."""
         order = node.args.get("order")
         if order is not None:
             names = {o.name.lower(): i + 1 for i, o in reversed(list(enumerate(outs))) if o.name}
@@ -192,6 +204,8 @@ class QueryTranslation(TranslatorCore):
                     new: exp.Expression = exp.Literal.number(names[target.name.lower()])
                 elif isinstance(target, exp.Literal) and not target.is_string:
                     new = target
+                elif first is not None:
+                    new = exp.Literal.number(_set_order_position(target, first))
                 else:
                     new = self.expr(target, scope)[0]
                 if isinstance(ordered, exp.Ordered):
@@ -345,6 +359,23 @@ class QueryTranslation(TranslatorCore):
         marker = f"__emu_raw_{len(self.raw)}"
         self.raw.append(snippet)
         return exp.Table(this=ident(marker), alias=exp.TableAlias(this=ident(alias)))
+
+
+def _set_order_position(target: exp.Expression, first: list[exp.Expression]) -> int:
+    """The select-list position an ORDER BY item of a set operation names (error 104 if none)."""
+    for position, projection in enumerate(first, start=1):
+        if (
+            isinstance(target, exp.Column)
+            and isinstance(projection, exp.Column)
+            and target.name.lower() == projection.name.lower()
+            and target.table.lower() == projection.table.lower()
+        ):
+            return position
+    raise errors.server_error(
+        104,
+        "ORDER BY items must appear in the select list if the statement contains a UNION, "
+        "INTERSECT or EXCEPT operator.",
+    )
 
 
 @statements.planner(exp.Select, exp.Union, exp.Except, exp.Intersect)

@@ -14,6 +14,9 @@ Bookkeeping:
 - ``_emu_meta``: database-level settings (``cdc_enabled``, ``allow_snapshot``, ``create_date``).
 - ``_emu_schemas``, ``_emu_objects``, ``_emu_columns``, ``_emu_key_columns``: the catalog behind
   ``sys.schemas``, ``sys.tables``, ``sys.columns`` and the primary keys.
+- ``_emu_constraints``: PRIMARY KEY, UNIQUE and DEFAULT constraints (object id, name, a
+  default's definition text); ``_emu_indexes``, ``_emu_index_columns``: the nonclustered indexes
+  (UNIQUE constraints and ``CREATE INDEX``). Behind the views of :mod:`.constraint_views`.
 - ``_emu_instances``: per capture instance what SQL Server keeps in the log (creation LSN, the
   source column ids it captures).
 - ``_emu_transactions``: committed transactions that wrote change-log rows, waiting for capture;
@@ -34,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import constraint_views
 from . import types as T
 from .types import SqlType
 
@@ -238,42 +242,6 @@ SYSTEM_OBJECTS: tuple[SystemObject, ...] = (
     ),
     SystemObject(
         "sys",
-        "objects",
-        _cols(
-            ("name", S),
-            ("object_id", T.INT),
-            ("principal_id", T.INT),
-            ("schema_id", T.INT),
-            ("parent_object_id", T.INT),
-            ("type", SqlType("char", length=2)),
-            ("type_desc", T.nvarchar(60)),
-            ("create_date", T.DATETIME),
-            ("modify_date", T.DATETIME),
-            ("is_ms_shipped", T.BIT),
-        ),
-    ),
-    SystemObject(
-        "sys",
-        "columns",
-        _cols(
-            ("object_id", T.INT),
-            ("name", S),
-            ("column_id", T.INT),
-            ("system_type_id", T.TINYINT),
-            ("user_type_id", T.INT),
-            ("max_length", T.SMALLINT),
-            ("precision", T.TINYINT),
-            ("scale", T.TINYINT),
-            ("collation_name", S),
-            ("is_nullable", T.BIT),
-            ("is_ansi_padded", T.BIT),
-            ("is_rowguidcol", T.BIT),
-            ("is_identity", T.BIT),
-            ("is_computed", T.BIT),
-        ),
-    ),
-    SystemObject(
-        "sys",
         "types",
         _cols(
             ("name", S),
@@ -339,6 +307,7 @@ SYSTEM_OBJECTS: tuple[SystemObject, ...] = (
             ("database_transaction_commit_lsn", T.NUMERIC25),
         ),
     ),
+    *(SystemObject("sys", name, columns) for name, columns in constraint_views.OBJECTS),
     *(
         SystemObject("INFORMATION_SCHEMA", name, columns)
         for name, columns in (
@@ -483,19 +452,6 @@ _VIEWS: dict[str, str] = {
                'U ' AS type, 'USER_TABLE' AS type_desc, create_date, modify_date,
                is_ms_shipped, is_tracked_by_cdc, 0 AS temporal_type
         FROM _emu_objects WHERE type = 'U'""",
-    "sys.objects": """
-        SELECT name, object_id, NULL AS principal_id, schema_id, 0 AS parent_object_id,
-               'U ' AS type, 'USER_TABLE' AS type_desc, create_date, modify_date,
-               is_ms_shipped
-        FROM _emu_objects""",
-    "sys.columns": """
-        SELECT c.object_id, c.name, c.column_id, t.system_type_id, t.user_type_id, c.max_length,
-               c.precision, c.scale,
-               CASE WHEN c.type_name IN ('char', 'varchar', 'nchar', 'nvarchar', 'text', 'ntext')
-                    THEN 'SQL_Latin1_General_CP1_CI_AS' END AS collation_name,
-               c.is_nullable, 1 AS is_ansi_padded, 0 AS is_rowguidcol, c.is_identity,
-               0 AS is_computed
-        FROM _emu_columns AS c JOIN _emu_types AS t ON t.name = c.type_name""",
     "sys.types": """
         SELECT name, system_type_id, user_type_id, 4 AS schema_id, NULL AS principal_id,
                max_length, precision, scale,
@@ -553,7 +509,10 @@ _VIEWS.update(
         WHERE o.type = 'U'""",
         "INFORMATION_SCHEMA.COLUMNS": f"""
         SELECT _emu_db_name() AS TABLE_CATALOG, s.name AS TABLE_SCHEMA, o.name AS TABLE_NAME,
-               c.name AS COLUMN_NAME, c.column_id AS ORDINAL_POSITION, NULL AS COLUMN_DEFAULT,
+               c.name AS COLUMN_NAME, c.column_id AS ORDINAL_POSITION,
+               (SELECT d.definition FROM _emu_constraints AS d
+                WHERE d.parent_object_id = c.object_id AND d.parent_column_id = c.column_id
+                  AND d.type = 'D') AS COLUMN_DEFAULT,
                CASE WHEN c.is_nullable THEN 'YES' ELSE 'NO' END AS IS_NULLABLE,
                c.type_name AS DATA_TYPE,
                CASE WHEN c.type_name = 'text' THEN 2147483647
@@ -624,6 +583,8 @@ _VIEWS.update(
     }
 )
 
+_VIEWS.update(constraint_views.VIEWS)
+
 _INTERNAL_DDL = """
 CREATE TABLE IF NOT EXISTS _emu_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS _emu_schemas (
@@ -666,13 +627,29 @@ CREATE TABLE IF NOT EXISTS _emu_transaction_tables (
     lsn INTEGER NOT NULL, object_id INTEGER NOT NULL, PRIMARY KEY (lsn, object_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS _emu_catalog_changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, token INTEGER NOT NULL, object_id INTEGER);
+CREATE TABLE IF NOT EXISTS _emu_constraints (
+    object_id INTEGER PRIMARY KEY, parent_object_id INTEGER NOT NULL, type TEXT NOT NULL,
+    name TEXT COLLATE NOCASE NOT NULL, parent_column_id INTEGER NOT NULL DEFAULT 0,
+    definition TEXT, is_system_named INTEGER NOT NULL, create_date TEXT);
+CREATE INDEX IF NOT EXISTS _emu_constraints_parent ON _emu_constraints (parent_object_id);
+CREATE TABLE IF NOT EXISTS _emu_indexes (
+    object_id INTEGER NOT NULL, index_id INTEGER NOT NULL, name TEXT COLLATE NOCASE NOT NULL,
+    is_unique INTEGER NOT NULL, constraint_id INTEGER, PRIMARY KEY (object_id, index_id))
+    WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS _emu_index_columns (
+    object_id INTEGER NOT NULL, index_id INTEGER NOT NULL, key_ordinal INTEGER NOT NULL,
+    column_id INTEGER NOT NULL, is_descending_key INTEGER NOT NULL,
+    PRIMARY KEY (object_id, index_id, key_ordinal)) WITHOUT ROWID;
 """
 
 # views added after the first layout: created in older database files when they are opened
 ADDED_VIEWS = (
     "sys.partitions",
     *(name for name in _VIEWS if name.startswith("INFORMATION_SCHEMA.")),
+    *(name for name in constraint_views.VIEWS if name not in ("sys.objects", "sys.columns")),
 )
+# views whose definition changed since the first layout: made again in older database files
+REPLACED_VIEWS = ("sys.objects", "sys.columns", "INFORMATION_SCHEMA.COLUMNS")
 
 CDC_OBJECT_NAMES = tuple(o for o in SYSTEM_OBJECTS if o.requires_cdc)
 
@@ -779,12 +756,52 @@ def _add_tables(db: sqlite3.Connection) -> None:
         for statement in _ADDED_DDL.strip().split(";"):
             if statement.strip():
                 db.execute(statement)
-        for name in ADDED_VIEWS:
+        for name in REPLACED_VIEWS:
+            db.execute(f"DROP VIEW IF EXISTS {quote(name)}")
+        for name in (*REPLACED_VIEWS, *ADDED_VIEWS):
             db.execute(f"CREATE VIEW IF NOT EXISTS {quote(name)} AS {_VIEWS[name]}")
+        _record_existing_keys_and_indexes(db)
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+def _record_existing_keys_and_indexes(db: sqlite3.Connection) -> None:
+    """Give a file made before ``_emu_constraints`` its primary keys' constraint rows and its
+    ``CREATE INDEX`` indexes' rows (their DEFAULT definitions were not kept: none are listed)."""
+    from .catalog_rows import record_index, record_primary_key
+
+    for oid, pk_name, created in db.execute(
+        "SELECT object_id, pk_name, create_date FROM _emu_objects AS o "
+        "WHERE pk_name IS NOT NULL AND NOT EXISTS (SELECT 1 FROM _emu_constraints AS k "
+        "WHERE k.parent_object_id = o.object_id AND k.type = 'PK')"
+    ).fetchall():
+        record_primary_key(db, oid, pk_name, system_named=pk_name.startswith("PK__"), at=created)
+    tables = dict(
+        db.execute("SELECT physical, object_id FROM _emu_objects WHERE is_ms_shipped = 0")
+    )
+    for name, table in db.execute(
+        "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+    ).fetchall():
+        oid = tables.get(table)
+        if oid is None or not name.startswith(f"{table}."):
+            continue
+        index_name = name[len(table) + 1 :]
+        if db.execute(
+            "SELECT 1 FROM _emu_indexes WHERE object_id = ? AND name = ?", (oid, index_name)
+        ).fetchone():
+            continue
+        columns = db.execute(
+            'SELECT c.column_id, x."desc" FROM pragma_index_xinfo(?) AS x '
+            "JOIN _emu_columns AS c ON c.object_id = ? AND c.name = x.name "
+            "WHERE x.key ORDER BY x.seqno",
+            (name, oid),
+        ).fetchall()
+        (unique,) = db.execute(
+            'SELECT "unique" FROM pragma_index_list(?) WHERE name = ?', (table, name)
+        ).fetchone()
+        record_index(db, oid, index_name, [(int(c), bool(d)) for c, d in columns], bool(unique))
 
 
 def new_token() -> int:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 import sqlite3
 from functools import lru_cache
+from typing import Any
+
+from .types import SqlType
 
 LSN_BYTES = 10
 
@@ -160,6 +163,12 @@ def _binary_norm(value: bytes | None) -> bytes | None:
     return value.rstrip(b"\x00")
 
 
+def _decimal_text(value: Any, precision: int, scale: int) -> Any:
+    """A number as the stored form of ``decimal(precision, scale)`` (CAST of an integer or a
+    float to a decimal wider than 15 digits), rounded half up as SQL Server rounds."""
+    return SqlType("decimal", precision=int(precision), scale=int(scale)).encode(value)
+
+
 def register_pure(db: sqlite3.Connection) -> None:
     """Register the functions that need no connection state."""
     db.create_function("_emu_lsn", 1, lsn_bytes, deterministic=True)
@@ -169,4 +178,5 @@ def register_pure(db: sqlite3.Connection) -> None:
     db.create_function("_emu_bit_set", 2, _bit_set, deterministic=True)
     db.create_function("_emu_objname", 2, _objname, deterministic=True)
     db.create_function("_emu_bin_norm", 1, _binary_norm, deterministic=True)
+    db.create_function("_emu_decimal_text", 3, _decimal_text, deterministic=True)
     db.create_aggregate("_emu_mask_or", 1, _MaskOr)  # type: ignore[arg-type]
