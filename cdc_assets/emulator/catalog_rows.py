@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from . import storage
 from . import types as T
 from .catalog import CaptureInstance
-from .storage import quote
+from .storage import add_constraint, quote, record_primary_key
 from .types import SqlType
 
 
@@ -103,43 +103,6 @@ def drop_instance(db: sqlite3.Connection, instance: CaptureInstance) -> None:
 # -- constraints and indexes (sys.key_constraints, sys.default_constraints, sys.indexes) ---------
 
 
-def _add_constraint(
-    db: sqlite3.Connection,
-    parent: int,
-    kind: str,
-    name: str,
-    *,
-    system_named: bool,
-    column_id: int = 0,
-    definition: str | None = None,
-    at: str | None = None,
-) -> int:
-    oid = storage.next_object_id(db)
-    db.execute(
-        "INSERT INTO _emu_constraints (object_id, parent_object_id, type, name, "
-        "parent_column_id, definition, is_system_named, create_date) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            oid,
-            parent,
-            kind,
-            name,
-            column_id,
-            definition,
-            1 if system_named else 0,
-            at or T.DATETIME.encode(storage.now()),
-        ),
-    )
-    return oid
-
-
-def record_primary_key(
-    db: sqlite3.Connection, table_id: int, name: str, *, system_named: bool, at: str | None = None
-) -> None:
-    """The PRIMARY KEY constraint of a table (its columns are ``_emu_key_columns``)."""
-    _add_constraint(db, table_id, "PK", name, system_named=system_named, at=at)
-
-
 def record_default(
     db: sqlite3.Connection,
     table_id: int,
@@ -150,7 +113,7 @@ def record_default(
     system_named: bool,
 ) -> None:
     """A DEFAULT constraint, ``definition`` in SQL Server's text form (``((0))``)."""
-    _add_constraint(
+    add_constraint(
         db,
         table_id,
         "D",
@@ -159,41 +122,6 @@ def record_default(
         column_id=column_id,
         definition=definition,
     )
-
-
-def record_index(
-    db: sqlite3.Connection,
-    table_id: int,
-    name: str,
-    columns: Sequence[tuple[int, bool]],
-    unique: bool,
-    *,
-    constraint: str | None = None,
-    system_named: bool = False,
-) -> int:
-    """A nonclustered index on ``(column_id, descending)`` columns (``constraint``: the UNIQUE
-    constraint it enforces, recorded too); returns its index_id (2 and up)."""
-    (index_id,) = db.execute(
-        "SELECT MAX(COALESCE(MAX(index_id), 1), 1) + 1 FROM _emu_indexes WHERE object_id = ?",
-        (table_id,),
-    ).fetchone()
-    constraint_id = None
-    if constraint is not None:
-        constraint_id = _add_constraint(db, table_id, "UQ", constraint, system_named=system_named)
-    db.execute(
-        "INSERT INTO _emu_indexes (object_id, index_id, name, is_unique, constraint_id) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (table_id, index_id, constraint or name, 1 if unique else 0, constraint_id),
-    )
-    db.executemany(
-        "INSERT INTO _emu_index_columns (object_id, index_id, key_ordinal, column_id, "
-        "is_descending_key) VALUES (?, ?, ?, ?, ?)",
-        [
-            (table_id, index_id, ordinal, column_id, 1 if desc else 0)
-            for ordinal, (column_id, desc) in enumerate(columns, start=1)
-        ],
-    )
-    return int(index_id)
 
 
 def delete_index(db: sqlite3.Connection, table_id: int, index_id: int) -> None:

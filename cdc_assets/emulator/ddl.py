@@ -37,10 +37,9 @@ from .catalog_rows import (
     insert_column,
     insert_table,
     record_default,
-    record_index,
 )
 from .plan import Plan, StatementContext
-from .storage import quote
+from .storage import quote, record_index
 from .translate import Translator
 from .types import SqlType
 

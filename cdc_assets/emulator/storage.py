@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -770,8 +770,6 @@ def _add_tables(db: sqlite3.Connection) -> None:
 def _record_existing_keys_and_indexes(db: sqlite3.Connection) -> None:
     """Give a file made before ``_emu_constraints`` its primary keys' constraint rows and its
     ``CREATE INDEX`` indexes' rows (their DEFAULT definitions were not kept: none are listed)."""
-    from .catalog_rows import record_index, record_primary_key
-
     for oid, pk_name, created in db.execute(
         "SELECT object_id, pk_name, create_date FROM _emu_objects AS o "
         "WHERE pk_name IS NOT NULL AND NOT EXISTS (SELECT 1 FROM _emu_constraints AS k "
@@ -838,6 +836,81 @@ def next_object_id(db: sqlite3.Connection) -> int:
     (value,) = db.execute("SELECT next_object_id FROM _emu_state").fetchone()
     db.execute("UPDATE _emu_state SET next_object_id = next_object_id + 1")
     return int(value)
+
+
+# -- constraint and index rows (sys.key_constraints, sys.indexes: see .constraint_views) ---------
+
+
+def add_constraint(
+    db: sqlite3.Connection,
+    parent: int,
+    kind: str,
+    name: str,
+    *,
+    system_named: bool,
+    column_id: int = 0,
+    definition: str | None = None,
+    at: str | None = None,
+) -> int:
+    oid = next_object_id(db)
+    db.execute(
+        "INSERT INTO _emu_constraints (object_id, parent_object_id, type, name, "
+        "parent_column_id, definition, is_system_named, create_date) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            oid,
+            parent,
+            kind,
+            name,
+            column_id,
+            definition,
+            1 if system_named else 0,
+            at or T.DATETIME.encode(now()),
+        ),
+    )
+    return oid
+
+
+def record_primary_key(
+    db: sqlite3.Connection, table_id: int, name: str, *, system_named: bool, at: str | None = None
+) -> None:
+    """The PRIMARY KEY constraint of a table (its columns are ``_emu_key_columns``)."""
+    add_constraint(db, table_id, "PK", name, system_named=system_named, at=at)
+
+
+def record_index(
+    db: sqlite3.Connection,
+    table_id: int,
+    name: str,
+    columns: Sequence[tuple[int, bool]],
+    unique: bool,
+    *,
+    constraint: str | None = None,
+    system_named: bool = False,
+) -> int:
+    """A nonclustered index on ``(column_id, descending)`` columns (``constraint``: the UNIQUE
+    constraint it enforces, recorded too); returns its index_id (2 and up)."""
+    (index_id,) = db.execute(
+        "SELECT MAX(COALESCE(MAX(index_id), 1), 1) + 1 FROM _emu_indexes WHERE object_id = ?",
+        (table_id,),
+    ).fetchone()
+    constraint_id = None
+    if constraint is not None:
+        constraint_id = add_constraint(db, table_id, "UQ", constraint, system_named=system_named)
+    db.execute(
+        "INSERT INTO _emu_indexes (object_id, index_id, name, is_unique, constraint_id) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (table_id, index_id, constraint or name, 1 if unique else 0, constraint_id),
+    )
+    db.executemany(
+        "INSERT INTO _emu_index_columns (object_id, index_id, key_ordinal, column_id, "
+        "is_descending_key) VALUES (?, ?, ?, ?, ?)",
+        [
+            (table_id, index_id, ordinal, column_id, 1 if desc else 0)
+            for ordinal, (column_id, desc) in enumerate(columns, start=1)
+        ],
+    )
+    return int(index_id)
 
 
 def create_cdc_tables(db: sqlite3.Connection) -> None:
