@@ -10,6 +10,8 @@ get a SQLite alias ``"<n> [EMU_...]"`` so sqlite3 converts them in C (``PARSE_CO
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from . import errors, functions, statements
@@ -18,6 +20,17 @@ from .plan import Plan, ResultColumn
 from .scope import Out, Scope, Source
 from .translator_core import TranslatorCore, ident
 from .type_rules import Want, family
+
+TableFunction = Callable[
+    ["QueryTranslation", exp.Expression, list[exp.Expression], Scope],
+    tuple[str, list[tuple[str, "T.SqlType | None"]]],
+]
+"""A table-valued function of the ``sys`` schema: given the translator, the call, its arguments
+and the scope, the SQLite text of its rows (a SELECT) and its typed result columns."""
+
+TABLE_FUNCTIONS: dict[str, TableFunction] = {}
+"""``sys`` table-valued functions by lower-case name (``fn_listextendedproperty``), callable as
+``sys.<name>(...)`` or ``<name>(...)``; other modules register theirs here."""
 
 _HINTS_LOCKING = {"TABLOCKX", "XLOCK"}
 _HINTS_SHARED_TABLE = {"TABLOCK"}
@@ -315,6 +328,14 @@ class QueryTranslation(TranslatorCore):
         schema = (node.db or "").lower()
         lname = name.lower()
         display = f"{node.db}.{name}" if node.db else name
+        builtin = TABLE_FUNCTIONS.get(lname) if isinstance(call, exp.Anonymous) else None
+        if builtin is not None and schema in ("", "sys"):
+            snippet, columns = builtin(self, call, list(call.expressions), scope)
+            alias = node.alias or name
+            scope.add(Source(alias, columns))
+            marker = f"__emu_raw_{len(self.raw)}"
+            self.raw.append(snippet)
+            return exp.Table(this=ident(marker), alias=exp.TableAlias(this=ident(alias)))
         if schema != "cdc" or not (
             lname.startswith(functions.ALL_CHANGES) or lname.startswith(functions.NET_CHANGES)
         ):
