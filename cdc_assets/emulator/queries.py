@@ -87,7 +87,7 @@ class QueryTranslation(TranslatorCore):
             if top:
                 self._alias_converters(self._leftmost(node), outs)
             return outs
-        raise errors.not_supported(f"{type(node).__name__} as a query")
+        raise errors.not_supported(f"{self.quote(node)} as a query")
 
     @staticmethod
     def _leftmost(node: exp.Expression) -> exp.Select:
@@ -120,6 +120,8 @@ class QueryTranslation(TranslatorCore):
         for unsupported in ("into", "kind", "settings"):
             if node.args.get(unsupported):
                 raise errors.not_supported(f"SELECT ... {unsupported.upper()}")
+        if node.args.get("for_") or node.args.get("for"):  # FOR XML / FOR JSON / FOR BROWSE
+            raise errors.not_supported("SELECT ... FOR XML / FOR JSON")
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             from_.set("this", self.source(from_.this, scope))
@@ -278,7 +280,7 @@ class QueryTranslation(TranslatorCore):
             raise errors.not_supported("CROSS APPLY / OUTER APPLY")
         if isinstance(node, exp.Values):
             raise errors.not_supported("VALUES as a table source")
-        raise errors.not_supported(f"{type(node).__name__} in FROM")
+        raise errors.not_supported(f"{self.quote(node)} in FROM")
 
     def table_hints(self, node: exp.Table) -> None:
         hints = node.args.get("hints") or []
@@ -303,6 +305,12 @@ class QueryTranslation(TranslatorCore):
     def _table_source(self, node: exp.Table, scope: Scope) -> exp.Expression:
         self.table_hints(node)
         target = node.this
+        if node.args.get("pivots"):
+            raise errors.not_supported(f"PIVOT / UNPIVOT ({self.quote(node.args['pivots'][0])})")
+        if node.args.get("sample"):
+            raise errors.not_supported(f"TABLESAMPLE ({self.quote(node.args['sample'])})")
+        if self.param_index(target) is not None:
+            raise errors.not_supported("a parameter (?) as a table name")
         alias = node.alias
         if isinstance(target, (exp.Anonymous, exp.Func)):
             return self._table_function(node, target, scope)
@@ -324,7 +332,8 @@ class QueryTranslation(TranslatorCore):
     def _table_function(
         self, node: exp.Table, call: exp.Expression, scope: Scope
     ) -> exp.Expression:
-        name = call.name if isinstance(call, exp.Anonymous) else type(call).__name__
+        # a function sqlglot knows by another name (OPENJSON): the name as the user wrote it
+        name = call.name if isinstance(call, exp.Anonymous) else self.call_name(call)
         schema = (node.db or "").lower()
         lname = name.lower()
         display = f"{node.db}.{name}" if node.db else name
