@@ -43,6 +43,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cdc_assets.spark_connect_address import spark_connect_address
 from cdc_assets.sqlserver.connection import DsnSettings, EmulatorSettings, OdbcSettings
 
 # Dagster's owner formats: an e-mail address or a team.
@@ -365,7 +366,7 @@ class SparkConfig(_Model):
     @field_validator("remote")
     @classmethod
     def _connect_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^sc://[^\s/:]+(:\d+)?(/.*)?$", value):
+        if value is not None and spark_connect_address(value) is None:
             raise ValueError(
                 "a Spark Connect URL is sc://host:port (e.g. sc://127.0.0.1:15002); leave "
                 "remote out to start Spark in the run with master"

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import signal
 import sys
 import threading
@@ -53,6 +52,7 @@ from .process_group import (
     port_free,
     processes,
 )
+from .spark_connect_address import spark_connect_address
 
 # Where each process's pid goes while it runs (``name pid start-ticks``): the next demo checks it.
 PIDS_FILE = "demo.pids"
@@ -87,8 +87,7 @@ class Settings:
         return f"http://{self.host}:{self.port}"
 
     def spark_address(self) -> tuple[str, int] | None:
-        match = re.match(r"^sc://([^/:]+)(?::(\d+))?", self.spark_remote)
-        return (match.group(1), int(match.group(2) or 15002)) if match else None
+        return spark_connect_address(self.spark_remote)
 
 
 @dataclass(frozen=True)

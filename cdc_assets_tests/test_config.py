@@ -18,6 +18,7 @@ from cdc_assets.config import (
     parse_config,
     parse_source_component,
 )
+from cdc_assets.spark_connect_address import spark_connect_address
 from cdc_assets.sqlserver import EmulatorSettings, OdbcSettings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -460,3 +461,12 @@ def test_spark_remote_takes_a_connect_url(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, text)).spark.remote == "sc://127.0.0.1:15002"
     message = config_error(tmp_path, MINIMAL + "spark: {remote: 'http://spark:7077'}\n")
     assert "spark.remote" in message and "sc://host:port" in message, message
+
+
+def test_spark_connect_address_is_read_one_way_everywhere() -> None:
+    # the config's check, the Spark Connect launcher and the demo's supervisor share this parser
+    assert spark_connect_address("sc://127.0.0.1:15010") == ("127.0.0.1", 15010)
+    assert spark_connect_address("sc://spark") == ("spark", 15002)
+    assert spark_connect_address("sc://spark:15003/;token=abc") == ("spark", 15003)
+    for url in ("http://spark:7077", "sc://", "sc://a b:1", None):
+        assert spark_connect_address(url) is None, url

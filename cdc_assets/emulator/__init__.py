@@ -13,10 +13,11 @@ no import circle):
   (the triggers that log changes), ``functions`` (SQLite text of the CDC functions);
 - ``plan`` (what a statement translates to, what it returns), ``statements`` (parses a statement
   and dispatches it to the planner registered for its kind);
-- the translator: ``scope``, ``type_rules``, ``translator_core``, ``expressions``,
-  ``system_functions``, ``queries``, assembled in ``translate``;
+- the translator: ``scope``, ``type_rules``, ``source_text`` (the user's T-SQL in error
+  messages), ``translator_core``, ``expressions``, ``system_functions``, ``queries``, assembled
+  in ``translate``;
 - the other planners: ``dml``, ``ddl`` and ``procedures`` (with ``catalog_rows`` and ``capture``,
-  the agent's jobs);
+  the agent's jobs), ``help_procedures`` (``sp_help`` ...);
 - ``session`` (transactions, LSNs, execution), ``dbapi`` (the pyodbc-like API a wire server or a
   test uses); ``workload`` and ``demo_schema`` only speak T-SQL through a connection.
 """

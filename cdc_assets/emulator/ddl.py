@@ -39,6 +39,7 @@ from .catalog_rows import (
     record_default,
 )
 from .plan import Plan, StatementContext
+from .source_text import quoted, user_text
 from .storage import quote, record_index
 from .translate import Translator
 from .types import SqlType
@@ -79,7 +80,7 @@ def plan_ddl(tr: Translator, node: exp.Expression, text: str) -> Plan:
         if kind == "INDEX":
             return _action(_drop_index(tr, node))
         raise errors.not_supported(f"DROP {kind}")
-    raise errors.not_supported(type(node).__name__)
+    raise errors.not_supported(user_text(text).split(" ", 1)[0].upper())
 
 
 def _action(run: Callable[[StatementContext], None]) -> Plan:
@@ -99,7 +100,7 @@ def _column_type(node: exp.ColumnDef, text: str) -> SqlType:
     if "end" not in meta:
         kind = node.args.get("kind")
         if kind is None:
-            raise errors.not_supported(f"the column definition {node.sql('tsql')!r}")
+            raise errors.not_supported(f"the column definition {quoted(node, text)}")
         return T.parse_type_text(kind.sql("tsql"))[0]
     return T.parse_type_text(text, meta["end"] + 1)[0]
 
@@ -129,7 +130,7 @@ def _default_sql(tr: Translator, value: exp.Expression, column_type: SqlType) ->
         if isinstance(encoded, str):
             return "'" + encoded.replace("'", "''") + "'"
         return repr(encoded) if isinstance(encoded, float) else str(encoded)
-    raise errors.not_supported(f"the DEFAULT expression {value.sql('tsql')!r}")
+    raise errors.not_supported(f"the DEFAULT expression {tr.quote(value)}")
 
 
 def _default_definition(value: exp.Expression) -> str:
@@ -176,9 +177,9 @@ def _column_spec(tr: Translator, node: exp.ColumnDef, text: str) -> tuple[Column
             spec.unique_name = constraint.name or None
         elif isinstance(kind, exp.CollateColumnConstraint):
             if "_CI_" not in kind.sql("tsql").upper():
-                raise errors.not_supported(f"the collation {kind.sql('tsql')}")
+                raise errors.not_supported(f"the collation {quoted(kind, text)}")
         else:
-            raise errors.not_supported(f"the column constraint {constraint.sql('tsql')!r}")
+            raise errors.not_supported(f"the column constraint {quoted(constraint, text)}")
     return spec, primary
 
 
@@ -227,7 +228,7 @@ def _create_table(
                 elif isinstance(inner, (exp.UniqueColumnConstraint,)):
                     uniques.append((item.name or None, _unique_columns(inner)))
                 else:
-                    raise errors.not_supported(f"the table constraint {item.sql('tsql')!r}")
+                    raise errors.not_supported(f"the table constraint {quoted(item, text)}")
         elif isinstance(item, exp.PrimaryKey):
             if key:
                 raise errors.server_error(
@@ -237,7 +238,7 @@ def _create_table(
         elif isinstance(item, exp.UniqueColumnConstraint):
             uniques.append((None, _unique_columns(item)))
         else:
-            raise errors.not_supported(f"the table element {item.sql('tsql')!r}")
+            raise errors.not_supported(f"the table element {quoted(item, text)}")
     by_name = {c.name.lower(): c for c in columns}
     if len(by_name) != len(columns):
         raise errors.server_error(2705, "Column names in each table must be unique.")
@@ -406,7 +407,9 @@ def _create_index(tr: Translator, node: exp.Create) -> Callable[[StatementContex
         for o in (params.args.get("columns") if params is not None else None) or []
     ]
     if not columns or (params is not None and params.args.get("include")):
-        raise errors.not_supported(f"the index definition {node.sql('tsql')[:60]!r}")
+        raise errors.not_supported(
+            "INCLUDE columns" if params is not None and params.args.get("include") else "this index"
+        )
     unique = bool(node.args.get("unique"))
 
     def run(session: StatementContext) -> None:
@@ -510,7 +513,7 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Statem
         ):
             drops.extend(c.name for c in action.args.get("tables") or [])
         else:
-            raise errors.not_supported(f"ALTER TABLE ... {action.sql('tsql')[:60]}")
+            raise errors.not_supported(f"ALTER TABLE ... {quoted(action, text)}")
 
     def run(session: StatementContext) -> None:
         db = session.db

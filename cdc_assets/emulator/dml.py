@@ -37,7 +37,7 @@ def assign(tr: Translator, node: exp.Expression, target: SqlType, scope: Scope) 
             "binary",
         ):
             raise errors.not_supported(
-                f"assigning the expression {node.sql('tsql')[:60]!r} to a {target.sql} column; "
+                f"assigning the expression {tr.quote(node)} to a {target.sql} column; "
                 "pass the value as a parameter"
             )
     elif family(t) != family(target):
@@ -65,7 +65,7 @@ def assign(tr: Translator, node: exp.Expression, target: SqlType, scope: Scope) 
 
 def target_table(tr: Translator, node: exp.Table) -> Table:
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
-        raise errors.not_supported(f"writing to {node.sql('tsql')[:60]!r}")
+        raise errors.not_supported(f"writing to {tr.quote(node)}")
     tr.table_hints(node)
     table = tr.catalog.resolve(node.name, node.db or None, node.catalog or None, tr.db_name)
     if table.kind != "user":
@@ -73,11 +73,15 @@ def target_table(tr: Translator, node: exp.Table) -> Table:
     return table
 
 
-def _refuse(node: exp.Expression, verb: str, clauses: tuple[str, ...]) -> None:
-    """NotSupportedError for the first of ``clauses`` (sqlglot arg names) the statement has."""
+def _refuse(tr: Translator, node: exp.Expression, verb: str, clauses: tuple[str, ...]) -> None:
+    """NotSupportedError for the first of ``clauses`` (sqlglot arg names) the statement has,
+    quoting the clause as the user wrote it (``OUTPUT inserted.a``, ``TOP (1)``)."""
     for clause in clauses:
-        if node.args.get(clause):
-            raise errors.not_supported(f"{verb} ... {clause.rstrip('_').upper()}")
+        value = node.args.get(clause)
+        if value:
+            part = value[0] if isinstance(value, list) else value
+            shown = tr.quote(part) if isinstance(part, exp.Expression) else clause.upper()
+            raise errors.not_supported(f"{verb} with {shown}")
 
 
 def _target_scope(tr: Translator, node: exp.Table) -> tuple[Table, str, Scope]:
@@ -91,7 +95,7 @@ def _target_scope(tr: Translator, node: exp.Table) -> tuple[Table, str, Scope]:
 
 @statements.planner(exp.Insert)
 def plan_insert(tr: Translator, node: exp.Insert, _text: str) -> Plan:
-    _refuse(node, "INSERT", ("returning", "conflict", "overwrite"))
+    _refuse(tr, node, "INSERT", ("returning", "conflict", "overwrite"))
     target = node.this
     column_nodes: list[exp.Expression] = []
     if isinstance(target, exp.Schema):
@@ -178,19 +182,19 @@ def plan_insert(tr: Translator, node: exp.Insert, _text: str) -> Plan:
                 )
         text = f"{head} {tr.sql(source)}"
     else:
-        raise errors.not_supported(f"INSERT from {type(source).__name__}")
+        raise errors.not_supported(f"INSERT from {tr.quote(source)}")
     sql, slots = tr.finish(text)
     return Plan("dml", sql=sql, slots=slots, target=table, writes=True, lock=tr.lock)
 
 
 @statements.planner(exp.Update)
 def plan_update(tr: Translator, node: exp.Update, _text: str) -> Plan:
-    _refuse(node, "UPDATE", ("from_", "from", "returning", "limit", "order", "joins"))
+    _refuse(tr, node, "UPDATE", ("from_", "from", "returning", "limit", "order", "joins"))
     table, alias, scope = _target_scope(tr, node.this)
     values: dict[str, str] = {}
     for assignment in node.expressions:
         if not isinstance(assignment, exp.EQ) or not isinstance(assignment.this, exp.Column):
-            raise errors.not_supported(f"the SET item {assignment.sql('tsql')[:60]!r}")
+            raise errors.not_supported(f"the SET item {tr.quote(assignment)}")
         column = table.column(assignment.this.name)
         if column is None:
             raise errors.invalid_column(assignment.this.name)
@@ -252,7 +256,7 @@ def key_update(
 
 @statements.planner(exp.Delete)
 def plan_delete(tr: Translator, node: exp.Delete, _text: str) -> Plan:
-    _refuse(node, "DELETE", ("using", "returning", "limit", "order", "tables", "joins"))
+    _refuse(tr, node, "DELETE", ("using", "returning", "limit", "order", "tables", "joins"))
     table, alias, scope = _target_scope(tr, node.this)
     text = f"DELETE FROM {quote(table.physical)} AS {quote(alias)}"
     where = node.args.get("where")

@@ -64,7 +64,14 @@ class ProgrammingError(DatabaseError):
 
 
 class NotSupportedError(DatabaseError):
-    """A T-SQL construct the emulator does not implement; the message names it."""
+    """A T-SQL construct the emulator does not implement; the message names it.
+
+    ``construct``: what is not supported, in the user's terms; ``where``: the statement it is in
+    (as the user wrote it), when known.
+    """
+
+    construct: str = ""
+    where: str | None = None
 
 
 def _message(sqlstate: str, text: str, number: int) -> str:
@@ -79,10 +86,27 @@ def server_error(
     return cls(sqlstate, _message(sqlstate, text, number), number)
 
 
-def not_supported(construct: str) -> NotSupportedError:
-    """The emulator cannot run ``construct``; never guess an answer instead."""
-    text = f"The cdc_assets emulator does not support {construct}."
-    return NotSupportedError("0A000", _message("0A000", text, 0), 0)
+def not_supported(construct: str, where: str | None = None) -> NotSupportedError:
+    """The emulator cannot run ``construct`` (found in the statement ``where``); never guess an
+    answer instead."""
+    text = f"The cdc_assets emulator does not support {construct}"
+    text += f" in '{where}'." if where else "."
+    error = NotSupportedError("0A000", _message("0A000", text, 0), 0)
+    error.construct = construct
+    error.where = where
+    return error
+
+
+def syntax_error(near: str, where: str) -> Error:
+    """102: the statement ``where`` does not parse; ``near`` is the token where it stopped."""
+    if not near:
+        return server_error(102, f"Incorrect syntax near the end of '{where}'.")
+    return server_error(102, f"Incorrect syntax near '{near}' in '{where}'.")
+
+
+def unknown_procedure(name: str) -> Error:
+    """2812: ``EXEC`` of a procedure the database does not have."""
+    return server_error(2812, f"Could not find stored procedure '{name}'.", sqlstate="42000")
 
 
 def interface_error(text: str) -> InterfaceError:

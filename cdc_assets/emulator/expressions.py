@@ -162,7 +162,7 @@ class ExpressionTranslation(TranslatorCore):
             if "e" in text.lower():
                 return float(text), T.FLOAT
             return Decimal(text), decimal_literal_type(text)
-        raise errors.not_supported(f"the literal {node.sql('tsql')}")
+        raise errors.not_supported(f"the literal {self.quote(node)}")
 
     def expr(
         self, node: exp.Expression, scope: Scope, want: Want | None = None
@@ -191,7 +191,7 @@ class ExpressionTranslation(TranslatorCore):
         if isinstance(node, exp.Neg):
             inner, t = self.expr(node.this, scope)
             if t is not None and t.is_text_encoded:
-                raise errors.not_supported(f"arithmetic on {t.sql} values")
+                raise errors.not_supported(f"arithmetic on {t.sql} values ({self.quote(node)})")
             return exp.Neg(this=inner), t
         if isinstance(node, exp.Subquery):
             outs = self.query(node.this, scope)
@@ -260,9 +260,7 @@ class ExpressionTranslation(TranslatorCore):
             return self._passthrough(node, scope)
         if isinstance(node, exp.Boolean):
             return exp.Literal.number(1 if node.this else 0), T.BIT
-        raise errors.not_supported(
-            f"the expression {node.sql('tsql')[:60]!r} ({type(node).__name__})"
-        )
+        raise errors.not_supported(f"the expression {self.quote(node)}")
 
     def _passthrough(
         self, node: exp.Expression, scope: Scope
@@ -298,8 +296,7 @@ class ExpressionTranslation(TranslatorCore):
         if fa is None or fb is None or fa == fb:
             return
         raise errors.not_supported(
-            f"comparing {a.sql if a else '?'} with {b.sql if b else '?'} in "
-            f"{node.sql('tsql')[:60]!r}"
+            f"comparing {a.sql if a else '?'} with {b.sql if b else '?'} in {self.quote(node)}"
         )
 
     def _comparison(
@@ -346,11 +343,9 @@ class ExpressionTranslation(TranslatorCore):
         rhs, rt = self.expr(node.expression, scope)
         for t in (lt, rt):
             if t is not None and t.is_text_encoded:
-                raise errors.not_supported(
-                    f"arithmetic on {t.sql} values ({node.sql('tsql')[:60]!r})"
-                )
+                raise errors.not_supported(f"arithmetic on {t.sql} values ({self.quote(node)})")
             if t is not None and t.is_binary:
-                raise errors.not_supported(f"arithmetic on {t.sql} values")
+                raise errors.not_supported(f"arithmetic on {t.sql} values ({self.quote(node)})")
         stringy = [
             t is not None and (t.is_string or t.name == "uniqueidentifier") for t in (lt, rt)
         ]
@@ -358,15 +353,14 @@ class ExpressionTranslation(TranslatorCore):
             other = rt if stringy[0] else lt
             if other is not None and not (other.is_string or other.name == "uniqueidentifier"):
                 raise errors.not_supported(
-                    f"'+' between a string and a number ({node.sql('tsql')[:60]!r})"
+                    f"'+' between a string and a number ({self.quote(node)})"
                 )
             return exp.DPipe(this=lhs, expression=rhs), T.nvarchar(4000)
         if any(stringy):
-            raise errors.not_supported(f"arithmetic on strings ({node.sql('tsql')[:60]!r})")
+            raise errors.not_supported(f"arithmetic on strings ({self.quote(node)})")
         if lt is None and rt is None:
             raise errors.not_supported(
-                f"arithmetic between values of unknown type ({node.sql('tsql')[:60]!r}); "
-                "CAST one operand"
+                f"arithmetic between values of unknown type ({self.quote(node)}: CAST one operand)"
             )
         known = [t for t in (lt, rt) if t is not None]
         if all(t.is_integer or t.name == "bit" for t in known):
@@ -542,7 +536,7 @@ class ExpressionTranslation(TranslatorCore):
                 node.set("this", self.expr(arg, scope)[0])
             return node, T.INT
         if arg is None:
-            raise errors.not_supported(f"{type(node).__name__.upper()} without an argument")
+            raise errors.not_supported(f"{self.quote(node)} without an argument")
         if isinstance(arg, exp.Distinct):
             inner_args = [self.expr(a, scope) for a in arg.expressions]
             arg.set("expressions", [a for a, _ in inner_args])
@@ -554,7 +548,7 @@ class ExpressionTranslation(TranslatorCore):
         if isinstance(node, (exp.Min, exp.Max)):
             return node, t
         if t is not None and (t.is_text_encoded or not (t.is_numeric)):
-            raise errors.not_supported(f"{type(node).__name__.upper()} of {t.sql} values")
+            raise errors.not_supported(f"{self.quote(node)} on {t.sql} values")
         if isinstance(node, exp.Sum):
             if t is None:
                 return node, None

@@ -61,11 +61,16 @@ class Plan:
 
 @dataclass
 class Result:
-    """What one statement returned: a result set (``columns`` + ``rows``) or a row count."""
+    """What one statement returned: a result set (``columns`` + ``rows``) or a row count.
+
+    ``more``: the result sets the same statement returned after this one (a procedure such as
+    ``sp_help`` answers with several), in order; the session hands them on as further sets.
+    """
 
     columns: tuple[ResultColumn, ...] | None
     rows: Any = None
     rowcount: int = -1
+    more: tuple[Result, ...] = ()
 
 
 class StatementContext(Protocol):

@@ -35,6 +35,7 @@ from . import types as T
 from .catalog import CaptureInstance, Table
 from .catalog_rows import drop_instance, insert_table
 from .plan import Plan, Result, ResultColumn, StatementContext
+from .source_text import node_text
 from .storage import quote
 from .translate import Translator
 
@@ -50,13 +51,13 @@ class Procedure:
 
 
 @statements.planner(exp.Execute)
-def plan_execute(tr: Translator, node: exp.Execute, _text: str) -> Plan:
+def plan_execute(tr: Translator, node: exp.Execute, text: str) -> Plan:
     target = node.this
     name = target.name if isinstance(target, exp.Table) else str(target)
     schema = (target.db if isinstance(target, exp.Table) else "") or "sys"
     procedure = PROCEDURES.get(name.lower())
     if procedure is None or schema.lower() != "sys":
-        raise errors.not_supported(f"the procedure {schema}.{name}")
+        raise errors.unknown_procedure(node_text(target, text))
     named: list[tuple[str | None, exp.Expression]] = []
     for arg in node.expressions or []:
         if isinstance(arg, exp.EQ) and isinstance(arg.this, exp.Parameter):

@@ -10,6 +10,8 @@ get a SQLite alias ``"<n> [EMU_...]"`` so sqlite3 converts them in C (``PARSE_CO
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from . import errors, functions, statements
@@ -18,6 +20,17 @@ from .plan import Plan, ResultColumn
 from .scope import Out, Scope, Source
 from .translator_core import TranslatorCore, ident
 from .type_rules import Want, family
+
+TableFunction = Callable[
+    ["QueryTranslation", exp.Expression, list[exp.Expression], Scope],
+    tuple[str, list[tuple[str, "T.SqlType | None"]]],
+]
+"""A table-valued function of the ``sys`` schema: given the translator, the call, its arguments
+and the scope, the SQLite text of its rows (a SELECT) and its typed result columns."""
+
+TABLE_FUNCTIONS: dict[str, TableFunction] = {}
+"""``sys`` table-valued functions by lower-case name (``fn_listextendedproperty``), callable as
+``sys.<name>(...)`` or ``<name>(...)``; other modules register theirs here."""
 
 _HINTS_LOCKING = {"TABLOCKX", "XLOCK"}
 _HINTS_SHARED_TABLE = {"TABLOCK"}
@@ -78,7 +91,7 @@ class QueryTranslation(TranslatorCore):
             if top:
                 self._alias_converters(self._leftmost(node), outs)
             return outs
-        raise errors.not_supported(f"{type(node).__name__} as a query")
+        raise errors.not_supported(f"{self.quote(node)} as a query")
 
     @staticmethod
     def _leftmost(node: exp.Expression) -> exp.Select:
@@ -111,6 +124,8 @@ class QueryTranslation(TranslatorCore):
         for unsupported in ("into", "kind", "settings"):
             if node.args.get(unsupported):
                 raise errors.not_supported(f"SELECT ... {unsupported.upper()}")
+        if node.args.get("for_") or node.args.get("for"):  # FOR XML / FOR JSON / FOR BROWSE
+            raise errors.not_supported("SELECT ... FOR XML / FOR JSON")
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             from_.set("this", self.source(from_.this, scope))
@@ -279,7 +294,7 @@ class QueryTranslation(TranslatorCore):
             raise errors.not_supported("CROSS APPLY / OUTER APPLY")
         if isinstance(node, exp.Values):
             raise errors.not_supported("VALUES as a table source")
-        raise errors.not_supported(f"{type(node).__name__} in FROM")
+        raise errors.not_supported(f"{self.quote(node)} in FROM")
 
     def table_hints(self, node: exp.Table) -> None:
         hints = node.args.get("hints") or []
@@ -304,6 +319,12 @@ class QueryTranslation(TranslatorCore):
     def _table_source(self, node: exp.Table, scope: Scope) -> exp.Expression:
         self.table_hints(node)
         target = node.this
+        if node.args.get("pivots"):
+            raise errors.not_supported(f"PIVOT / UNPIVOT ({self.quote(node.args['pivots'][0])})")
+        if node.args.get("sample"):
+            raise errors.not_supported(f"TABLESAMPLE ({self.quote(node.args['sample'])})")
+        if self.param_index(target) is not None:
+            raise errors.not_supported("a parameter (?) as a table name")
         alias = node.alias
         if isinstance(target, (exp.Anonymous, exp.Func)):
             return self._table_function(node, target, scope)
@@ -325,10 +346,19 @@ class QueryTranslation(TranslatorCore):
     def _table_function(
         self, node: exp.Table, call: exp.Expression, scope: Scope
     ) -> exp.Expression:
-        name = call.name if isinstance(call, exp.Anonymous) else type(call).__name__
+        # a function sqlglot knows by another name (OPENJSON): the name as the user wrote it
+        name = call.name if isinstance(call, exp.Anonymous) else self.call_name(call)
         schema = (node.db or "").lower()
         lname = name.lower()
         display = f"{node.db}.{name}" if node.db else name
+        builtin = TABLE_FUNCTIONS.get(lname) if isinstance(call, exp.Anonymous) else None
+        if builtin is not None and schema in ("", "sys"):
+            snippet, columns = builtin(self, call, list(call.expressions), scope)
+            alias = node.alias or name
+            scope.add(Source(alias, columns))
+            marker = f"__emu_raw_{len(self.raw)}"
+            self.raw.append(snippet)
+            return exp.Table(this=ident(marker), alias=exp.TableAlias(this=ident(alias)))
         if schema != "cdc" or not (
             lname.startswith(functions.ALL_CHANGES) or lname.startswith(functions.NET_CHANGES)
         ):

@@ -40,6 +40,7 @@ from typing import Any
 from . import batch, catalog, changelog, errors, statements, storage, udfs
 from . import ddl as _ddl  # noqa: F401  (registers its statements with .statements)
 from . import dml as _dml  # noqa: F401  (registers its statements with .statements)
+from . import help_procedures as _help_procedures  # noqa: F401  (sp_help ... in PROCEDURES)
 from . import procedures as _procedures  # noqa: F401  (registers EXEC with .statements)
 from . import types as T
 from .catalog import Catalog
@@ -255,6 +256,7 @@ class Session:
             result = self.run(statement, params)
             if result is not None:
                 results.append(result)
+                results.extend(result.more)  # a procedure's further result sets
         if len(results) > 1:  # only the last result set may stay a live SQLite cursor
             for result in results[:-1]:
                 if result.rows is not None and not isinstance(result.rows, list):

@@ -6,11 +6,13 @@ DROP (:mod:`.ddl`) and EXEC of the CDC procedures (:mod:`.procedures`). :mod:`.s
 them all; this module imports none of them. A planner gets the statement's translator (a
 :class:`.translate.Translator`), the parsed statement and its text, and returns a :class:`.Plan`.
 The translator never passes T-SQL text through: anything no planner understands raises
-``NotSupportedError`` naming the construct.
+``NotSupportedError`` naming the construct in the user's terms and quoting the statement as the
+user wrote it (:mod:`.source_text`); a statement that does not parse is error 102.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -21,9 +23,11 @@ from sqlglot.errors import ParseError
 
 from . import errors
 from .plan import Plan
+from .source_text import user_text
 from .translator_core import TranslatorCore
 
 Planner = Callable[[Any, Any, str], Plan]
+_FIRST_WORD = re.compile(r"[A-Za-z_]+")
 P = TypeVar("P", bound=Planner)
 
 _PLANNERS: dict[type[exp.Expression], Planner] = {}
@@ -49,22 +53,25 @@ def planners() -> Mapping[type[exp.Expression], Planner]:
 
 def plan(translator: TranslatorCore, text: str) -> Plan:
     """Parse ``text`` (one statement) and plan it with ``translator``."""
+    translator.text = text
+    statement = user_text(text)
     try:
         trees = sqlglot.parse(text, read="tsql")
     except ParseError as exc:
-        raise errors.server_error(
-            102, f"Incorrect syntax: {exc.errors[0]['description'] if exc.errors else exc}"
-        ) from None
+        near = exc.errors[0].get("highlight") if exc.errors else None
+        raise errors.syntax_error(user_text(str(near or "")), statement) from None
     trees = [t for t in trees if t is not None]
     if len(trees) != 1:
-        raise errors.not_supported("several statements in one batch without ';' between them")
+        raise errors.not_supported("several statements without ';' between them", statement)
     node = trees[0]
     for kind in type(node).__mro__:
         found = _PLANNERS.get(kind)
         if found is not None:
-            return found(translator, node, text)
-    if isinstance(node, exp.Command):
-        raise errors.not_supported(
-            f"the statement {str(node.this).upper()} {str(node.expression or '')[:40]}".strip()
-        )
-    raise errors.not_supported(f"the {type(node).__name__.upper()} statement")
+            try:
+                return found(translator, node, text)
+            except errors.NotSupportedError as exc:
+                if exc.where is None:  # quote the statement the construct is in
+                    raise errors.not_supported(exc.construct, statement) from None
+                raise
+    word = _FIRST_WORD.match(statement)
+    raise errors.not_supported(word.group(0).upper() if word else "this statement", statement)

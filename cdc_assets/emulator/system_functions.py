@@ -103,7 +103,7 @@ class SystemFunctionTranslation(ExpressionTranslation):
             return self.anonymous_function(node, scope, want)
         if isinstance(node, exp.Parameter):
             return self.session_variable(node)
-        raise errors.not_supported(f"the function {node.sql('tsql')[:60]!r}")
+        raise errors.not_supported(f"the function {self.quote(node)}")
 
     def now_function(self, name: str, want: Want | None) -> tuple[exp.Expression, SqlType | None]:
         clock, natural = _NOW_FUNCS[name]
@@ -290,7 +290,7 @@ class SystemFunctionTranslation(ExpressionTranslation):
         call = node.expression
         owner = node.this.name if isinstance(node.this, exp.Expression) else str(node.this)
         if not isinstance(call, exp.Anonymous):
-            raise errors.not_supported(f"the expression {node.sql('tsql')[:60]!r}")
+            raise errors.not_supported(f"the expression {self.quote(node)}")
         name = call.name.lower()
         display = f"{owner}.{call.name}"
         if owner.lower() != "sys":

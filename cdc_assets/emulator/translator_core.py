@@ -19,6 +19,7 @@ from .batch import PARAM_PREFIX
 from .catalog import Catalog
 from .plan import Slot
 from .scope import Out, Scope
+from .source_text import node_text, quoted
 from .type_rules import Want
 from .types import SqlType
 
@@ -39,6 +40,15 @@ class TranslatorCore:
         self.slots: list[Slot] = []
         self.raw: list[str] = []
         self.lock = False
+        self.text = ""  # the statement being translated (set by .statements.plan)
+
+    def quote(self, node: exp.Expression) -> str:
+        """The user's text of ``node`` in single quotes, for error messages."""
+        return quoted(node, self.text)
+
+    def call_name(self, node: exp.Expression) -> str:
+        """The function name of a call as the user wrote it (``OPENJSON`` of ``OPENJSON(x)``)."""
+        return node_text(node, self.text).split("(", 1)[0].strip()
 
     # -- the sections' entry points (defined in .expressions, .queries, .system_functions) ------
     def expr(

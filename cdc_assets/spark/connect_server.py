@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -30,11 +29,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cdc_assets.process_group import die_with_parent, port_free
+from cdc_assets.spark_connect_address import SPARK_CONNECT_PORT, spark_connect_address
 
 from .session import remote_url, session_conf, use_this_python_for_workers
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-DEFAULT_PORT = 15002
+DEFAULT_PORT = SPARK_CONNECT_PORT
 
 
 def spark_home() -> Path:
@@ -138,14 +138,6 @@ def stop(process: subprocess.Popen[bytes], *, timeout_s: float = 30.0) -> None:
             pass
 
 
-def _address(remote: str | None) -> tuple[str, int] | None:
-    """(host, port) of an ``sc://host:port`` URL."""
-    match = re.match(r"^sc://([^/:]+)(?::(\d+))?", remote or "")
-    if match is None:
-        return None
-    return match.group(1), int(match.group(2) or DEFAULT_PORT)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Run a Spark Connect server for cdc_assets, on the address spark.remote of "
@@ -164,7 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cdc_assets.config import load_config
 
     config = load_config(args.config)
-    host, port = _address(remote_url(config.spark.remote)) or ("127.0.0.1", DEFAULT_PORT)
+    host, port = spark_connect_address(remote_url(config.spark.remote)) or (
+        "127.0.0.1",
+        DEFAULT_PORT,
+    )
     host, port = args.host or host, args.port or port
     if args.wait:
         try:
