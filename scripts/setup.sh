@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what cdc_assets needs on a fresh Debian machine: the ODBC driver manager that the
 # pyodbc wheel links against (plus FreeTDS, and what Microsoft's ODBC Driver 18 wheel needs),
-# Java 17 for Spark, Maven (fetches the Delta Lake jars at install time, scripts/install_jars.sh),
+# Java 17 for Spark, Maven (fetches the Delta Lake jars and the JDBC driver the tests use at install
+# time, scripts/install_jars.sh),
 # PostgreSQL (the tests start a throwaway server to check the production instance,
 # deploy/dagster.yaml), Chromium (the browser test of the Dagster UI), and a .venv with the project.
 # Safe to run twice: every step checks before it installs.
