@@ -2,8 +2,9 @@
 # Installs what cdc_assets needs on a fresh Debian machine: the ODBC driver manager that the
 # pyodbc wheel links against (plus FreeTDS, and what Microsoft's ODBC Driver 18 wheel needs),
 # Java 17 for Spark (and its javac for a test program), Maven (fetches the Delta Lake jars and the
-# JDBC driver the tests use at install time, scripts/install_jars.sh), PostgreSQL (the tests start a throwaway server to check the production instance,
-# deploy/dagster.yaml), Chromium (the browser test of the Dagster UI), and a .venv with the project.
+# JDBC driver the tests use at install time, scripts/install_jars.sh), PostgreSQL (the tests start
+# a throwaway server to check the production instance, deploy/dagster.yaml), Chromium (the browser
+# test of the Dagster UI), and a .venv with the project.
 # Safe to run twice: every step checks before it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
