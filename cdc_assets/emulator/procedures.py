@@ -96,6 +96,9 @@ def _evaluate(tr: Translator, node: exp.Expression, params: Sequence[Any]) -> An
     index = tr.param_index(node)
     if index is not None:
         return params[index]
+    if isinstance(node, exp.Parameter) and not isinstance(node.this, exp.Parameter):
+        index, _ = tr.variables.scalar(node.name)  # EXEC p @v: the batch variable's value
+        return params[index]
     if isinstance(node, (exp.Var, exp.Column)) and node.name.upper() == "DEFAULT":
         return _MISSING
     if isinstance(node, exp.Column) and not node.table:

@@ -21,6 +21,7 @@ from .plan import Slot
 from .scope import Out, Scope
 from .type_rules import Want
 from .types import SqlType
+from .variables import NO_VARIABLES, VariableView
 
 _RAW_RE = re.compile(r'"__emu_raw_(\d+)"')
 _SLOT_RE = re.compile(r":__emq_(\d+)")
@@ -39,6 +40,7 @@ class TranslatorCore:
         self.slots: list[Slot] = []
         self.raw: list[str] = []
         self.lock = False
+        self.variables: VariableView = NO_VARIABLES  # the batch's variables (set by the session)
 
     # -- the sections' entry points (defined in .expressions, .queries, .system_functions) ------
     def expr(
@@ -61,6 +63,11 @@ class TranslatorCore:
     def param(self, index: int, encoder: Callable[[Any], Any] | None) -> exp.Expression:
         self.slots.append(Slot(index, encoder))
         return exp.Placeholder(this=f"__emq_{len(self.slots) - 1}")
+
+    def variable(self, name: str) -> tuple[exp.Expression, SqlType]:
+        """``@name``: the batch variable, bound as a parameter of its declared type."""
+        index, sql_type = self.variables.scalar(name)
+        return self.param(index, sql_type.encoder), sql_type
 
     def raw_node(self, snippet: str) -> exp.Expression:
         self.raw.append(snippet)
