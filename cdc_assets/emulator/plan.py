@@ -66,6 +66,7 @@ class Result:
     columns: tuple[ResultColumn, ...] | None
     rows: Any = None
     rowcount: int = -1
+    command: str = ""  # INSERT / UPDATE / DELETE for a row count of those statements
 
 
 class StatementContext(Protocol):

@@ -56,7 +56,9 @@ def plan_execute(tr: Translator, node: exp.Execute, _text: str) -> Plan:
     schema = (target.db if isinstance(target, exp.Table) else "") or "sys"
     procedure = PROCEDURES.get(name.lower())
     if procedure is None or schema.lower() != "sys":
-        raise errors.not_supported(f"the procedure {schema}.{name}")
+        # SQL Server's answer for a procedure it does not have (mssql-jdbc tries sp_columns_170
+        # first and falls back to sp_columns_100 on this number)
+        raise errors.server_error(2812, f"Could not find stored procedure '{target.sql('tsql')}'.")
     named: list[tuple[str | None, exp.Expression]] = []
     for arg in node.expressions or []:
         if isinstance(arg, exp.EQ) and isinstance(arg.this, exp.Parameter):

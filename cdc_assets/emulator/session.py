@@ -345,7 +345,7 @@ class Session:
             for result in self.run(source, params):
                 if result.rows is not None:
                     rows.extend(result.rows)
-            return [Result(None, None, variables.insert(name, columns, rows))]
+            return [Result(None, None, variables.insert(name, columns, rows), "INSERT")]
         raise errors.server_error(0, f"unknown batch statement {kind}")
 
     def _assign(self, names: Sequence[str], select: batch.Statement, params: Sequence[Any]) -> None:
@@ -424,7 +424,7 @@ class Session:
                 tx.touched.add(target.object_id)
                 if plan.updates_key:
                     changelog.order_split_update(self.db, target.object_id, tx.cmd)
-        return Result(None, None, count)
+        return Result(None, None, count, _verb(plan))
 
     def _key_update(self, plan: Plan, args: Sequence[Any]) -> int:
         """Run a key-changing UPDATE as SQL Server does (see ``Translator._key_update``)."""
@@ -818,6 +818,14 @@ _FROM = re.compile(r"\bFROM\b", re.IGNORECASE)
 _BATCH_CONTROL = frozenset(
     ("if", "block", "use", "declare", "declare_table", "assign", "insert_variable")
 )
+
+
+def _verb(plan: Plan) -> str:
+    """INSERT, UPDATE or DELETE: the statement a DML plan runs (for the TDS DONE token)."""
+    if plan.updates_key:
+        return "UPDATE"
+    words = re.findall(r"\b(INSERT|UPDATE|DELETE)\b", (plan.sql or "")[:200].upper())
+    return words[0] if words else ""
 
 
 def _reads_no_table(plan: Plan) -> bool:

@@ -4,7 +4,8 @@
 //
 //   java -cp mssql-jdbc.jar:<classes> JdbcProbe meta <url> <catalog> <schema.table>...
 //     DatabaseMetaData: product, getTables, getTypeInfo, and for each table getColumns,
-//     getPrimaryKeys, getIndexInfo, getImportedKeys; every result set as {columns, rows}.
+//     getPrimaryKeys, getIndexInfo, getImportedKeys; every result set as {columns, rows}, or
+//     {error, code} for a call that failed.
 //   java -cp ... JdbcProbe tx <url> <update sql> <select sql> <key> <first value> <second value>
 //     autocommit off: UPDATE (first value), read back, rollback, read again; UPDATE (second
 //     value), commit; then read from a new connection. Both statements take (value, key) / (key).
@@ -47,10 +48,10 @@ public final class JdbcProbe {
                     .append(quote(md.getDatabaseProductVersion())).append(", ")
                     .append(quote(md.getDriverVersion())).append("]");
             json.append(", \"catalog\": ").append(quote(conn.getCatalog()));
-            json.append(", \"tables\": ").append(dump(md.getTables(catalog, null, "%", null)));
+            json.append(", \"tables\": ").append(dump(() -> md.getTables(catalog, null, "%", null)));
             json.append(", \"user_tables\": ")
-                    .append(dump(md.getTables(null, "dbo", "%", new String[] {"TABLE"})));
-            json.append(", \"type_info\": ").append(dump(md.getTypeInfo()));
+                    .append(dump(() -> md.getTables(null, "dbo", "%", new String[] {"TABLE"})));
+            json.append(", \"type_info\": ").append(dump(md::getTypeInfo));
             json.append(", \"by_table\": {");
             for (int i = 3; i < args.length; i++) {
                 String[] parts = args[i].split("\\.", 2);
@@ -60,11 +61,13 @@ public final class JdbcProbe {
                     json.append(", ");
                 }
                 json.append(quote(args[i])).append(": {");
-                json.append("\"columns\": ").append(dump(md.getColumns(catalog, schema, table, "%")));
-                json.append(", \"primary_keys\": ").append(dump(md.getPrimaryKeys(catalog, schema, table)));
+                json.append("\"columns\": ").append(dump(() -> md.getColumns(catalog, schema, table, "%")));
+                json.append(", \"primary_keys\": ")
+                        .append(dump(() -> md.getPrimaryKeys(catalog, schema, table)));
                 json.append(", \"index_info\": ")
-                        .append(dump(md.getIndexInfo(catalog, schema, table, false, false)));
-                json.append(", \"imported_keys\": ").append(dump(md.getImportedKeys(catalog, schema, table)));
+                        .append(dump(() -> md.getIndexInfo(catalog, schema, table, false, false)));
+                json.append(", \"imported_keys\": ")
+                        .append(dump(() -> md.getImportedKeys(catalog, schema, table)));
                 json.append("}");
             }
             json.append("}");
@@ -120,9 +123,24 @@ public final class JdbcProbe {
         }
     }
 
-    /** A result set as {"columns": [label...], "rows": [[value...]...]}, read by position. */
-    private static String dump(ResultSet rs) throws SQLException {
-        try (rs) {
+    /** A catalog call that returns a result set. */
+    private interface Call {
+        ResultSet run() throws SQLException;
+    }
+
+    /**
+     * The result set as {"columns": [label...], "rows": [[value...]...]}, read by position, or
+     * {"error": ..., "code": ...} when the call fails.
+     */
+    private static String dump(Call call) throws SQLException {
+        ResultSet result;
+        try {
+            result = call.run();
+        } catch (SQLException e) {
+            return "{\"error\": " + quote(String.valueOf(e.getMessage())) + ", \"code\": "
+                    + e.getErrorCode() + "}";
+        }
+        try (ResultSet rs = result) {
             ResultSetMetaData md = rs.getMetaData();
             int n = md.getColumnCount();
             List<String> labels = new ArrayList<>();
