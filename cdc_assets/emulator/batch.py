@@ -283,8 +283,8 @@ class _Parser:
                     return j
                 if not main and word in _DML:
                     main = word
-                elif word in _ALWAYS_NEW:
-                    return j
+                elif word in _ALWAYS_NEW and not (word == "IF" and first in ("DROP", "ALTER")):
+                    return j  # (DROP TABLE IF EXISTS, ALTER TABLE ... DROP COLUMN IF EXISTS)
                 elif word == "SET":
                     if main not in ("UPDATE", "ALTER", "MERGE") or seen_set:
                         return j
