@@ -4,7 +4,9 @@
 # never downloads anything when it starts. Usage: scripts/install_jars.sh [python] (default
 # .venv/bin/python). Run by scripts/setup.sh and deploy/Dockerfile; safe to run twice.
 # It also fetches hadoop-aws and the AWS SDK modules S3A uses (scripts/jars/s3/pom.xml, 14 MB)
-# into .../jars-s3, which the session adds only for s3a:// storage.
+# into .../jars-s3, which the session adds only for s3a:// storage, and Microsoft's JDBC driver
+# (scripts/jars/jdbc/pom.xml) into .../jars-jdbc, for the tests that connect to the TDS server as
+# JVM tools do (cdc_assets_tests/tds_server/test_jdbc.py).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${1:-.venv/bin/python}"
@@ -17,7 +19,7 @@ fetch() {  # fetch <pom> <target directory> <marker jar> [maven options]
     return
   fi
   if ! command -v mvn >/dev/null 2>&1; then
-    echo "install_jars: Maven (mvn) is needed to fetch the Delta Lake jars; install it (apt-get install maven)" >&2
+    echo "install_jars: Maven (mvn) is needed to fetch the jars; install it (apt-get install maven)" >&2
     exit 1
   fi
   echo "install_jars: fetching $(basename "$(dirname "$pom")") jars into $target"
@@ -28,3 +30,5 @@ fetch() {  # fetch <pom> <target directory> <marker jar> [maven options]
 fetch "$here/jars/pom.xml" "$prefix/share/cdc_assets/jars" delta-spark_4.2_2.13-4.4.0.jar \
   -DexcludeTransitive=true
 fetch "$here/jars/s3/pom.xml" "$prefix/share/cdc_assets/jars-s3" hadoop-aws-3.5.0.jar
+fetch "$here/jars/jdbc/pom.xml" "$prefix/share/cdc_assets/jars-jdbc" mssql-jdbc-13.6.2.jre11.jar \
+  -DexcludeTransitive=true

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what cdc_assets needs on a fresh Debian machine: the ODBC driver manager that the
 # pyodbc wheel links against (plus FreeTDS, and what Microsoft's ODBC Driver 18 wheel needs),
-# Java 17 for Spark, Maven (fetches the Delta Lake jars at install time, scripts/install_jars.sh),
-# PostgreSQL (the tests start a throwaway server to check the production instance,
-# deploy/dagster.yaml), Chromium (the browser test of the Dagster UI), and a .venv with the project.
+# Java 17 for Spark (and its javac for a test program), Maven (fetches the Delta Lake jars and the
+# JDBC driver the tests use at install time, scripts/install_jars.sh), PostgreSQL (the tests start
+# a throwaway server to check the production instance, deploy/dagster.yaml), Chromium (the browser
+# test of the Dagster UI), and a .venv with the project.
 # Safe to run twice: every step checks before it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +21,8 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
   need_apt+=(openjdk-17-jre-headless)
 fi
+# javac compiles the small JDBC program the TDS server tests run (cdc_assets_tests/support/jdbc)
+command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # Debian keeps initdb and pg_ctl in /usr/lib/postgresql/<version>/bin, outside PATH.
 compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || need_apt+=(postgresql)

@@ -159,6 +159,15 @@ class Cursor:
         columns = self._results[self._position].columns or ()
         return tuple(None if c.type is None else c.type.sql for c in columns)
 
+    @property
+    def command(self) -> str:
+        """Emulator extra: ``INSERT`` / ``UPDATE`` / ``DELETE`` when the current result is the
+        row count of such a statement, else "" (the TDS server puts it in the DONE token, where
+        mssql-jdbc looks for it before it reports an update count)."""
+        if self.description is not None or self._position >= len(self._results):
+            return ""
+        return self._results[self._position].command
+
     def nextset(self) -> bool | None:
         self._check()
         if self._rows is not None and hasattr(self._rows, "close"):

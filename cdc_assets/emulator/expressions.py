@@ -260,7 +260,22 @@ class ExpressionTranslation(TranslatorCore):
             return self._passthrough(node, scope)
         if isinstance(node, exp.Boolean):
             return exp.Literal.number(1 if node.this else 0), T.BIT
+        if isinstance(node, exp.Collate):
+            return self._collate(node, scope)
         raise errors.not_supported(f"the expression {self.quote(node)}")
+
+    def _collate(self, node: exp.Collate, scope: Scope) -> tuple[exp.Expression, SqlType | None]:
+        """``x COLLATE name``: the database's collation (case-insensitive, as every string column
+        is stored: NOCASE) or a case-sensitive one (BINARY); no other ordering is emulated."""
+        inner, t = self.expr(node.this, scope)
+        name = node.expression.name.lower()
+        if name in ("database_default", "catalog_default") or "_ci_" in f"{name}_":
+            sqlite_collation = "NOCASE"
+        elif "_cs_" in f"{name}_" or name.endswith("_bin") or name.endswith("_bin2"):
+            sqlite_collation = "BINARY"
+        else:
+            raise errors.not_supported(f"the collation {self.quote(node.expression)}")
+        return exp.Collate(this=inner, expression=exp.Var(this=sqlite_collation)), t
 
     def _passthrough(
         self, node: exp.Expression, scope: Scope

@@ -70,6 +70,7 @@ class Result:
     columns: tuple[ResultColumn, ...] | None
     rows: Any = None
     rowcount: int = -1
+    command: str = ""  # INSERT / UPDATE / DELETE for a row count of those statements
     more: tuple[Result, ...] = ()
 
 

@@ -57,6 +57,8 @@ def plan_execute(tr: Translator, node: exp.Execute, text: str) -> Plan:
     schema = (target.db if isinstance(target, exp.Table) else "") or "sys"
     procedure = PROCEDURES.get(name.lower())
     if procedure is None or schema.lower() != "sys":
+        # SQL Server's answer for a procedure it does not have (mssql-jdbc tries sp_columns_170
+        # first and falls back to sp_columns_100 on this number)
         raise errors.unknown_procedure(node_text(target, text))
     named: list[tuple[str | None, exp.Expression]] = []
     for arg in node.expressions or []:
@@ -96,6 +98,9 @@ def plan_execute(tr: Translator, node: exp.Execute, text: str) -> Plan:
 def _evaluate(tr: Translator, node: exp.Expression, params: Sequence[Any]) -> Any:
     index = tr.param_index(node)
     if index is not None:
+        return params[index]
+    if isinstance(node, exp.Parameter) and not isinstance(node.this, exp.Parameter):
+        index, _ = tr.variables.scalar(node.name)  # EXEC p @v: the batch variable's value
         return params[index]
     if isinstance(node, (exp.Var, exp.Column)) and node.name.upper() == "DEFAULT":
         return _MISSING

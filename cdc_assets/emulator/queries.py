@@ -328,6 +328,11 @@ class QueryTranslation(TranslatorCore):
         alias = node.alias
         if isinstance(target, (exp.Anonymous, exp.Func)):
             return self._table_function(node, target, scope)
+        if isinstance(target, exp.Parameter):  # FROM @t: a table variable of the batch
+            table = self.variables.table(target.name)
+            exposed = alias or table.name
+            scope.add(Source(exposed, [(c.name, c.type) for c in table.columns], table))
+            return exp.Table(this=ident(table.physical), alias=exp.TableAlias(this=ident(exposed)))
         name = node.name
         schema = node.db or None
         database = node.catalog or None

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from . import batch, catalog, changelog, errors, statements, storage, udfs
+from . import catalog_procedures as _catalog_procedures  # noqa: F401  (sp_tables, sp_columns...)
 from . import ddl as _ddl  # noqa: F401  (registers its statements with .statements)
 from . import dml as _dml  # noqa: F401  (registers its statements with .statements)
 from . import help_procedures as _help_procedures  # noqa: F401  (sp_help ... in PROCEDURES)
@@ -49,6 +50,7 @@ from .plan import Plan, Result, Slot
 from .sqlite_db import give_sqlite, take_sqlite
 from .transaction import Transaction
 from .translate import Translator
+from .variables import BatchVariables
 
 BUSY_SNAPSHOT = 517
 READ_COMMITTED = "READ COMMITTED"
@@ -59,7 +61,7 @@ SNAPSHOT = "SNAPSHOT"
 # waits, readers do not). READ UNCOMMITTED reads committed data (a stronger guarantee).
 LOCKING_LEVELS = ("REPEATABLE READ", "SERIALIZABLE")
 
-_PLAN_CACHE: OrderedDict[tuple[str, int, str, str], Plan] = OrderedDict()
+_PLAN_CACHE: OrderedDict[tuple[str, int, str, str, str], Plan] = OrderedDict()
 _PLAN_CACHE_SIZE = 4096
 _PLAN_LOCK = threading.Lock()
 _SPIDS = itertools.count(51)
@@ -85,6 +87,7 @@ class Session:
         self._udf_error: BaseException | None = None
         self._statement_tran_id: int | None = None
         self.last_commit_lsn: int | None = None
+        self.variables: BatchVariables | None = None  # while a batch runs
         self._register_functions()
         storage.bootstrap(self.db)
 
@@ -224,13 +227,18 @@ class Session:
 
     def plan(self, text: str) -> Plan:
         assert self.catalog is not None
-        key = (self.catalog.db_guid, self.catalog.token, self.db_name, text)
+        variables = self.variables
+        signature = variables.signature() if variables is not None else ""
+        key = (self.catalog.db_guid, self.catalog.token, self.db_name, text, signature)
         with _PLAN_LOCK:
             plan = _PLAN_CACHE.get(key)
             if plan is not None:
                 _PLAN_CACHE.move_to_end(key)
                 return plan
-        plan = statements.plan(Translator(self.catalog, self.db_name), text)
+        translator = Translator(self.catalog, self.db_name)
+        if variables is not None:
+            translator.variables = variables.view()
+        plan = statements.plan(translator, text)
         with _PLAN_LOCK:
             _PLAN_CACHE[key] = plan
             if len(_PLAN_CACHE) > _PLAN_CACHE_SIZE:
@@ -251,30 +259,115 @@ class Session:
                 "(0) (SQLExecDirectW)",
                 0,
             )
-        results = []
-        for statement in statements:
-            result = self.run(statement, params)
-            if result is not None:
-                results.append(result)
-                results.extend(result.more)  # a procedure's further result sets
+        results: list[Result] = []
+        with self._batch(len(params)) as variables:
+            for statement in statements:
+                for result in self.run(statement, params):
+                    results.append(result)
+                    results.extend(result.more)  # a procedure's further result sets
+            if variables.tables:  # their rows must be read before the batch drops them
+                for result in results:
+                    if result.rows is not None and not isinstance(result.rows, list):
+                        result.rows = list(result.rows)
         if len(results) > 1:  # only the last result set may stay a live SQLite cursor
             for result in results[:-1]:
                 if result.rows is not None and not isinstance(result.rows, list):
                     result.rows = list(result.rows)
         return results
 
-    def run(self, statement: batch.Statement, params: Sequence[Any]) -> Result | None:
+    @contextmanager
+    def _batch(self, base: int) -> Iterator[BatchVariables]:
+        """The variables of one batch (``base``: its parameter count), dropped at its end."""
+        variables = BatchVariables(self.db, base)
+        self.variables = variables
+        try:
+            yield variables
+        finally:
+            self.variables = None
+            variables.drop()
+
+    def run(self, statement: batch.Statement, params: Sequence[Any]) -> list[Result]:
+        """Run one statement of the current batch; its results (blocks may have several)."""
         self._statement_tran_id = None
         self._udf_error = None
-        if statement.control is not None and statement.control[0] == "if":
-            _, test, then, otherwise = statement.control
-            result = self.run(test, params)  # type: ignore[arg-type]
-            assert result is not None and result.rows is not None
+        control = statement.control
+        if control is not None and control[0] in _BATCH_CONTROL:
+            return self._batch_control(control, params)
+        if control is not None:
+            self._control(control)
+            return []
+        variables = self.variables
+        if variables is not None:
+            params = variables.arguments(params)
+        result = self._statement(statement, params)
+        return [] if result is None else [result]
+
+    def _batch_control(self, control: tuple[Any, ...], params: Sequence[Any]) -> list[Result]:
+        """IF, blocks, variables and USE (see :mod:`.batch`)."""
+        kind = control[0]
+        if kind == "if":
+            _, test, then, otherwise = control
+            (result,) = self.run(test, params)
+            assert result.rows is not None
             (chosen,) = next(iter(result.rows))
             branch = then if chosen == 1 else otherwise
-            return None if branch is None else self.run(branch, params)  # type: ignore[arg-type]
-        if statement.control is not None:
-            return self._control(statement.control)
+            return [] if branch is None else self.run(branch, params)
+        if kind == "block":
+            results: list[Result] = []
+            for statement in control[1]:
+                results.extend(self.run(statement, params))
+            return results
+        if kind == "use":
+            name = str(control[1])
+            if name.lower() != self.db_name.lower():
+                raise errors.server_error(
+                    911,
+                    f"Database '{name}' does not exist. Make sure that the name is entered "
+                    "correctly.",
+                )
+            return []
+        variables = self.variables
+        if variables is None:  # executemany outside a batch never gets here
+            raise errors.server_error(0, "variables outside a batch")
+        if kind == "declare":
+            _, name, type_text, value = control
+            variables.declare(name, type_text)
+            if value is not None:
+                self._assign((name,), value, params)
+            return []
+        if kind == "declare_table":
+            variables.declare_table(control[1], control[2])
+            return []
+        if kind == "assign":
+            self._assign(control[1], control[2], params)
+            return []
+        if kind == "insert_variable":
+            _, name, columns, source = control
+            variables.view().table(name)  # 1087 before the source runs
+            rows: list[Sequence[Any]] = []
+            for result in self.run(source, params):
+                if result.rows is not None:
+                    rows.extend(result.rows)
+            return [Result(None, None, variables.insert(name, columns, rows), "INSERT")]
+        raise errors.server_error(0, f"unknown batch statement {kind}")
+
+    def _assign(self, names: Sequence[str], select: batch.Statement, params: Sequence[Any]) -> None:
+        """``SET @v = ...`` / ``SELECT @a = x, @b = y ...``: the last row's values (no row: the
+        variables keep theirs, as in SQL Server)."""
+        variables = self.variables
+        assert variables is not None
+        for name in names:
+            variables.scalar(name)  # 137 before the query runs
+        last = None
+        for result in self.run(select, params):
+            if result.rows is not None:
+                for row in result.rows:
+                    last = row
+        if last is not None:
+            for name, value in zip(names, last, strict=True):
+                variables.assign(name, value)
+
+    def _statement(self, statement: batch.Statement, params: Sequence[Any]) -> Result | None:
         cat = self.refresh_catalog()
         plan = self.plan(statement.text)
         # SQL Server opens an implicit transaction at a statement that touches a table, not at a
@@ -334,7 +427,7 @@ class Session:
                 tx.touched.add(target.object_id)
                 if plan.updates_key:
                     changelog.order_split_update(self.db, target.object_id, tx.cmd)
-        return Result(None, None, count)
+        return Result(None, None, count, _verb(plan))
 
     def _key_update(self, plan: Plan, args: Sequence[Any]) -> int:
         """Run a key-changing UPDATE as SQL Server does (see ``Translator._key_update``)."""
@@ -382,10 +475,11 @@ class Session:
         for params in seq_of_params:
             if len(statements) == 1 and statements[0].param_count != len(params):
                 self.execute(sql, params)  # raises the COUNT error
-            for statement in statements:
-                result = self.run(statement, params)
-                if result is not None and result.rowcount >= 0:
-                    total += result.rowcount
+            with self._batch(len(params)):
+                for statement in statements:
+                    for result in self.run(statement, params):
+                        if result.rowcount >= 0:
+                            total += result.rowcount
         return total
 
     # ------------------------------------------------------------------------------------------
@@ -724,6 +818,17 @@ class Session:
 
 
 _FROM = re.compile(r"\bFROM\b", re.IGNORECASE)
+_BATCH_CONTROL = frozenset(
+    ("if", "block", "use", "declare", "declare_table", "assign", "insert_variable")
+)
+
+
+def _verb(plan: Plan) -> str:
+    """INSERT, UPDATE or DELETE: the statement a DML plan runs (for the TDS DONE token)."""
+    if plan.updates_key:
+        return "UPDATE"
+    words = re.findall(r"\b(INSERT|UPDATE|DELETE)\b", (plan.sql or "")[:200].upper())
+    return words[0] if words else ""
 
 
 def _reads_no_table(plan: Plan) -> bool:

@@ -209,7 +209,7 @@ class SystemFunctionTranslation(ExpressionTranslation):
             if name == "SERVERNAME":
                 return exp.Literal.string("cdc_assets_emulator"), T.SYSNAME
             raise errors.not_supported(f"@@{name}")
-        raise errors.not_supported(f"T-SQL variables (@{name.lower()})")
+        return self.variable(inner.name if isinstance(inner, exp.Expression) else str(inner))
 
     def anonymous_function(
         self, node: exp.Anonymous, scope: Scope, want: Want | None

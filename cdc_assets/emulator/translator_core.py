@@ -22,6 +22,7 @@ from .scope import Out, Scope
 from .source_text import node_text, quoted
 from .type_rules import Want
 from .types import SqlType
+from .variables import NO_VARIABLES, VariableView
 
 _RAW_RE = re.compile(r'"__emu_raw_(\d+)"')
 _SLOT_RE = re.compile(r":__emq_(\d+)")
@@ -40,6 +41,7 @@ class TranslatorCore:
         self.slots: list[Slot] = []
         self.raw: list[str] = []
         self.lock = False
+        self.variables: VariableView = NO_VARIABLES  # the batch's variables (set by the session)
         self.text = ""  # the statement being translated (set by .statements.plan)
 
     def quote(self, node: exp.Expression) -> str:
@@ -71,6 +73,11 @@ class TranslatorCore:
     def param(self, index: int, encoder: Callable[[Any], Any] | None) -> exp.Expression:
         self.slots.append(Slot(index, encoder))
         return exp.Placeholder(this=f"__emq_{len(self.slots) - 1}")
+
+    def variable(self, name: str) -> tuple[exp.Expression, SqlType]:
+        """``@name``: the batch variable, bound as a parameter of its declared type."""
+        index, sql_type = self.variables.scalar(name)
+        return self.param(index, sql_type.encoder), sql_type
 
     def raw_node(self, snippet: str) -> exp.Expression:
         self.raw.append(snippet)

@@ -86,6 +86,10 @@ _DATATYPE_INFO_RE = re.compile(
     re.IGNORECASE,
 )
 ENV_DATABASE, ENV_LANGUAGE, ENV_PACKET_SIZE, ENV_COLLATION = 1, 2, 4, 7
+# DONE's CurCmd ([MS-TDS] 2.2.7.6): mssql-jdbc reports a row count as an update count only when
+# the command is INSERT, UPDATE, DELETE (or MERGE)
+CMD_SELECT = 0xC1
+_COMMANDS = {"INSERT": 0xC3, "DELETE": 0xC4, "UPDATE": 0xC5}
 ENV_BEGIN, ENV_COMMIT, ENV_ROLLBACK = 8, 9, 10
 
 
@@ -312,13 +316,15 @@ class ClientConnection:
                 if cursor.description is not None:
                     count = self._stream(writer, cursor)
                     status = DONE_COUNT
+                    command = CMD_SELECT
                 else:
                     count = cursor.rowcount
                     status = DONE_COUNT if count >= 0 else 0
+                    command = _COMMANDS.get(getattr(cursor, "command", ""), 0)
                 following = cursor.nextset()
                 if following or more:
                     status |= DONE_MORE
-                writer.write(done(status | self._inxact(), count, token=token))
+                writer.write(done(status | self._inxact(), count, token=token, command=command))
                 if not following:
                     return True
         except EmulatorError as exc:

@@ -119,3 +119,20 @@ def test_information_schema_as_clients_read_it(orders: Connection) -> None:
     assert [tuple(r) for r in key] == [("pk_orders", "id", 1)]
     for view in ("VIEWS", "REFERENTIAL_CONSTRAINTS", "ROUTINES"):
         assert orders.execute(f"SELECT COUNT(*) FROM INFORMATION_SCHEMA.{view}").fetchone()[0] == 0
+
+
+def test_collate_compares_as_the_collation_named(conn: Connection) -> None:
+    """Catalog queries of mssql-jdbc and database tools write ``x COLLATE database_default``;
+    the database's collation is case-insensitive, a _CS_ one is not."""
+    conn.execute("CREATE TABLE names_t (id int PRIMARY KEY, s nvarchar(10))")
+    conn.execute("INSERT INTO names_t VALUES (1, N'Abc')")
+    count = "SELECT COUNT(*) FROM names_t WHERE s COLLATE {} = N'abc'"
+    for collation, expected in (
+        ("database_default", 1),
+        ("SQL_Latin1_General_CP1_CI_AS", 1),
+        ("Latin1_General_CS_AS", 0),
+        ("Latin1_General_BIN2", 0),
+    ):
+        assert conn.execute(count.format(collation)).fetchval() == expected, collation
+    with pytest.raises(emulator.NotSupportedError, match="Japanese_Unicode"):
+        conn.execute("SELECT s COLLATE Japanese_Unicode FROM names_t")
