@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fetches the jars Spark needs for Delta Lake (scripts/jars/pom.xml) from Maven Central into
 # <python prefix>/share/cdc_assets/jars, where cdc_assets.spark.session looks for them, so Spark
-# never downloads anything when it starts. Usage: scripts/install_jars.sh [python] (default
-# .venv/bin/python). Run by scripts/setup.sh and deploy/Dockerfile; safe to run twice.
+# never downloads anything when it starts. Usage: scripts/install_jars.sh [python] [--runtime-only]
+# (default .venv/bin/python). Run by scripts/setup.sh and deploy/Dockerfile (--runtime-only: no
+# test-only jars in the image); safe to run twice.
 # It also fetches hadoop-aws and the AWS SDK modules S3A uses (scripts/jars/s3/pom.xml, 14 MB)
 # into .../jars-s3, which the session adds only for s3a:// storage, and Microsoft's JDBC driver
 # (scripts/jars/jdbc/pom.xml) into .../jars-jdbc, for the tests that connect to the TDS server as
@@ -10,6 +11,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${1:-.venv/bin/python}"
+runtime_only="${2:-}"
 prefix="$("$python" -c 'import sys; print(sys.prefix)')"
 
 fetch() {  # fetch <pom> <target directory> <marker jar> [maven options]
@@ -30,5 +32,6 @@ fetch() {  # fetch <pom> <target directory> <marker jar> [maven options]
 fetch "$here/jars/pom.xml" "$prefix/share/cdc_assets/jars" delta-spark_4.2_2.13-4.4.0.jar \
   -DexcludeTransitive=true
 fetch "$here/jars/s3/pom.xml" "$prefix/share/cdc_assets/jars-s3" hadoop-aws-3.5.0.jar
+[ "$runtime_only" = "--runtime-only" ] && exit 0
 fetch "$here/jars/jdbc/pom.xml" "$prefix/share/cdc_assets/jars-jdbc" mssql-jdbc-13.6.2.jre11.jar \
   -DexcludeTransitive=true
