@@ -47,6 +47,7 @@ from . import types as T
 from .catalog import Catalog
 from .functions import ALL_OPTIONS, NET_OPTIONS
 from .plan import Plan, Result, Slot
+from .session_views import ISOLATION_CODES
 from .sqlite_db import give_sqlite, take_sqlite
 from .transaction import Transaction
 from .translate import Translator
@@ -84,6 +85,7 @@ class Session:
         self.tx: Transaction | None = None
         self.catalog: Catalog | None = None
         self.spid = next(_SPIDS)
+        self.login_time = T.DATETIME.encode(dt.datetime.now())
         self._udf_error: BaseException | None = None
         self._statement_tran_id: int | None = None
         self.last_commit_lsn: int | None = None
@@ -116,6 +118,8 @@ class Session:
         db.create_function("_emu_tran_savepoint_lsn", 0, self._fn_savepoint_lsn)
         db.create_function("_emu_trancount", 0, lambda: self.tx.trancount if self.tx else 0)
         db.create_function("_emu_spid", 0, lambda: self.spid)
+        db.create_function("_emu_login_time", 0, lambda: self.login_time)
+        db.create_function("_emu_isolation_level", 0, self._fn_isolation_level)
         db.create_function("_emu_login", 0, lambda: self.login)
         db.create_function("_emu_db_name", 0, lambda: self.db_name, deterministic=True)
         db.create_function("_emu_now", 2, self._guard(self._fn_now))
@@ -146,6 +150,10 @@ class Session:
     def _fn_is_snapshot(self) -> int:
         level = self.tx.level if self.tx else self.level
         return 1 if level == SNAPSHOT else 0
+
+    def _fn_isolation_level(self) -> int:
+        """sys.dm_exec_sessions.transaction_isolation_level: the session's level, as last SET."""
+        return ISOLATION_CODES[self.level]
 
     def _fn_begin_time(self) -> str | None:
         return T.DATETIME.encode(self.tx.begin_time) if self.tx else None

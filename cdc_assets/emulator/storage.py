@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import constraint_views
+from . import constraint_views, session_views
 from . import types as T
 from .types import SqlType
 
@@ -308,6 +308,7 @@ SYSTEM_OBJECTS: tuple[SystemObject, ...] = (
         ),
     ),
     *(SystemObject("sys", name, columns) for name, columns in constraint_views.OBJECTS),
+    *(SystemObject("sys", name, columns) for name, columns in session_views.OBJECTS),
     *(
         SystemObject("INFORMATION_SCHEMA", name, columns)
         for name, columns in (
@@ -584,6 +585,10 @@ _VIEWS.update(
 )
 
 _VIEWS.update(constraint_views.VIEWS)
+_VIEWS.update(session_views.VIEWS)
+_VIEWS["sys.system_views"] = session_views.system_views_sql(
+    [o.name for o in SYSTEM_OBJECTS if o.schema == "sys" and o.catalog is None]
+)
 
 _INTERNAL_DDL = """
 CREATE TABLE IF NOT EXISTS _emu_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
@@ -647,9 +652,12 @@ ADDED_VIEWS = (
     "sys.partitions",
     *(name for name in _VIEWS if name.startswith("INFORMATION_SCHEMA.")),
     *(name for name in constraint_views.VIEWS if name not in ("sys.objects", "sys.columns")),
+    *session_views.VIEWS,
+    "sys.system_views",
 )
 # views whose definition changed since the first layout: made again in older database files
-REPLACED_VIEWS = ("sys.objects", "sys.columns", "INFORMATION_SCHEMA.COLUMNS")
+# (sys.system_views lists the system views: it changes with each one added)
+REPLACED_VIEWS = ("sys.objects", "sys.columns", "INFORMATION_SCHEMA.COLUMNS", "sys.system_views")
 
 CDC_OBJECT_NAMES = tuple(o for o in SYSTEM_OBJECTS if o.requires_cdc)
 

@@ -214,3 +214,24 @@ def test_read_sql_table_reads_what_a_select_returns(engine: sa.Engine) -> None:
     assert rows == [tuple(float(v) if isinstance(v, Decimal) else v for v in r) for r in selected]
     assert [tuple(r) for r in selected] == lines
     assert frame["unit price"].dtype == "float64" and frame["packed_at"].dtype.kind == "M"
+
+
+def test_the_isolation_level_is_read_from_the_session(engine: sa.Engine) -> None:
+    """get_isolation_level() finds dm_exec_sessions in sys.system_views and reads its own
+    session's level there; each level set is the one read back (READ UNCOMMITTED runs, and so
+    reads, as READ COMMITTED)."""
+    with engine.connect() as connection:
+        assert connection.get_isolation_level() == "READ COMMITTED"
+    for level, shown in (
+        ("SERIALIZABLE", "SERIALIZABLE"),
+        ("REPEATABLE READ", "REPEATABLE READ"),
+        ("READ UNCOMMITTED", "READ COMMITTED"),
+    ):
+        with engine.connect().execution_options(isolation_level=level) as connection:
+            assert connection.get_isolation_level() == shown, level
+            spid, count = connection.exec_driver_sql(
+                "SELECT session_id, open_transaction_count FROM sys.dm_exec_sessions"
+            ).one()
+            assert spid == connection.exec_driver_sql("SELECT @@SPID").scalar()
+            # SQLAlchemy runs with autocommit off: its reads opened a transaction
+            assert count == 1 == connection.exec_driver_sql("SELECT @@TRANCOUNT").scalar()
