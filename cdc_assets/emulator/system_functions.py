@@ -36,6 +36,7 @@ VERSION_TEXT = (
 )
 # SERVERPROPERTY(name): what SQL Server 2022 Developer Edition answers (strings as nvarchar,
 # numbers as int; SQL Server's type is sql_variant); an unknown name gives NULL, as there
+_SYSTEM_DATABASES = {"master": 1, "tempdb": 2, "model": 3, "msdb": 4}
 _SERVER_PROPERTIES: dict[str, str | int] = {
     "PRODUCTVERSION": PRODUCT_VERSION,
     "PRODUCTMAJORVERSION": "16",
@@ -246,10 +247,23 @@ class SystemFunctionTranslation(ExpressionTranslation):
             return self.raw_node(f"SELECT CASE {login} WHEN 'sa' THEN 'dbo' ELSE {login} END"), (
                 T.SYSNAME
             )
-        if name == "DB_ID":
+        if name == "DB_ID" and not args:
             return exp.Literal.number(5), T.INT
-        if name == "DB_NAME":
+        if name == "DB_NAME" and not args:
             return exp.Anonymous(this="_emu_db_name", expressions=[]), T.SYSNAME
+        if name in ("DB_ID", "DB_NAME") and len(args) == 1:
+            # the served database is 5; SQL Server's system databases keep their ids; any other
+            # name or id is NULL, as for a database that does not exist
+            if name == "DB_ID":
+                arg = self.sql(self.expr(args[0], scope, Want(T.SYSNAME))[0])
+                cases = " ".join(f"WHEN '{n}' THEN {i}" for n, i in _SYSTEM_DATABASES.items())
+                select = f"SELECT CASE lower({arg}) WHEN lower(_emu_db_name()) THEN 5 {cases} END"
+                return self.raw_node(select), T.INT
+            arg = self.sql(self.expr(args[0], scope, Want(T.INT))[0])
+            cases = " ".join(f"WHEN {i} THEN '{n}'" for n, i in _SYSTEM_DATABASES.items())
+            return self.raw_node(f"SELECT CASE {arg} WHEN 5 THEN _emu_db_name() {cases} END"), (
+                T.SYSNAME
+            )
         if name == "SCHEMA_NAME" and not args:
             return exp.Literal.string("dbo"), T.SYSNAME
         if name == "SCHEMA_ID" and not args:

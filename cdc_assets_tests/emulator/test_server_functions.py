@@ -88,6 +88,18 @@ def test_object_names_as_other_cdc_consumers_ask_for_them(orders: Connection) ->
     assert [tuple(r) for r in rows] == [("dbo", "orders", "dbo", "dbo_orders")]
 
 
+def test_database_ids_and_names_as_sql_server_numbers_them(conn: Connection) -> None:
+    """The served database is 5, the system databases keep their ids, anything else is NULL."""
+    row = conn.execute(
+        "SELECT DB_ID(), DB_ID(N'SalesDB'), DB_ID('master'), DB_ID('msdb'), DB_ID('other'), "
+        "DB_NAME(), DB_NAME(5), DB_NAME(2), DB_NAME(99), DB_ID(?), DB_NAME(?)",
+        "tempdb",
+        4,
+    ).fetchone()
+    name = conn.execute("SELECT name FROM sys.databases").fetchval()
+    assert tuple(row) == (5, 5, 1, 4, None, name, name, "tempdb", None, 2, "msdb")
+
+
 def test_information_schema_as_clients_read_it(orders: Connection) -> None:
     """What SQLAlchemy's inspector and JDBC tools read: tables, columns with their types,
     schemas, the primary key and its columns; views, foreign keys and routines: none."""
@@ -134,5 +146,5 @@ def test_collate_compares_as_the_collation_named(conn: Connection) -> None:
         ("Latin1_General_BIN2", 0),
     ):
         assert conn.execute(count.format(collation)).fetchval() == expected, collation
-    with pytest.raises(emulator.NotSupportedError, match="Japanese_Unicode"):
+    with pytest.raises(emulator.Error, match=r"collation .Japanese_Unicode"):
         conn.execute("SELECT s COLLATE Japanese_Unicode FROM names_t")

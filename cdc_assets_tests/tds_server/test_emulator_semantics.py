@@ -31,6 +31,8 @@ from cdc_assets_tests.emulator.test_contract import (
 )
 from cdc_assets_tests.emulator.test_server_functions import (
     test_an_offset_out_of_range_is_error_9810,
+    test_collate_compares_as_the_collation_named,
+    test_database_ids_and_names_as_sql_server_numbers_them,
     test_date_parts_and_offsets_as_sql_server_computes_them,
     test_information_schema_as_clients_read_it,
     test_object_names_as_other_cdc_consumers_ask_for_them,
@@ -76,6 +78,8 @@ __all__ = [
     "test_admin_statements",
     "test_an_offset_out_of_range_is_error_9810",
     "test_catalog_queries",
+    "test_collate_compares_as_the_collation_named",
+    "test_database_ids_and_names_as_sql_server_numbers_them",
     "test_date_parts_and_offsets_as_sql_server_computes_them",
     "test_if_runs_one_statement_as_jdbc_commits",
     "test_information_schema_as_clients_read_it",
