@@ -308,10 +308,10 @@ def _constraints(
             kind = f"DEFAULT on column {constraint.column}"
             keys = constraint.definition
         else:
-            index = by_id[constraint.unique_index_id or 0]
+            index = by_id.get(constraint.unique_index_id or 0)
             kind = "PRIMARY KEY" if constraint.type == "PK" else "UNIQUE"
-            kind += " (clustered)" if index.clustered else " (non-clustered)"
-            keys = _key_text(index)
+            kind += " (clustered)" if index is not None and index.clustered else " (non-clustered)"
+            keys = None if index is None else _key_text(index)
         rows.append((kind, constraint.name, _NA, _NA, _NA, _NA, keys))
     return sorted(rows, key=lambda r: r[1].lower())
 
