@@ -686,16 +686,19 @@ def is_emulator_database(path: str | Path) -> bool:
 
 def bootstrap(db: sqlite3.Connection) -> None:
     """Create the internal layout in an empty database file (idempotent, multi-process safe)."""
+    # every added view is looked for, not only the last: a file with some of them (made between
+    # two additions, or with one dropped) still gets the others
     present = {
         r[0]
         for r in db.execute(
-            "SELECT name FROM sqlite_master "
-            "WHERE name IN ('_emu_state', '_emu_catalog_changes', ?)",
-            (ADDED_VIEWS[-1],),
+            "SELECT name FROM sqlite_master WHERE name IN ('_emu_state', '_emu_catalog_changes', "
+            + ", ".join("?" * len(ADDED_VIEWS))
+            + ")",
+            ADDED_VIEWS,
         )
     }
     if "_emu_state" in present:
-        if "_emu_catalog_changes" not in present or ADDED_VIEWS[-1] not in present:
+        if "_emu_catalog_changes" not in present or not present.issuperset(ADDED_VIEWS):
             _add_tables(db)
         return
     db.execute("BEGIN IMMEDIATE")
