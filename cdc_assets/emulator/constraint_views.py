@@ -17,9 +17,16 @@ nonclustered indexes), next to ``_emu_objects``/``_emu_columns``/``_emu_key_colu
 ``sql_variant`` columns (``sys.identity_columns.seed_value``..., ``sys.extended_properties.value``)
 are typed as the values they hold (``bigint``, ``nvarchar(4000)``): the emulator has no
 ``sql_variant``.
+
+:func:`table_indexes` and :func:`table_constraints` read one table's rows of these views back;
+``sp_help`` and ``sp_helpindex`` (:mod:`.help_procedures`) answer from them, so the procedures
+and the views name every index and constraint alike (as SQL Server's procedures read its views).
 """
 
 from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
 
 from . import types as T
 from .types import SqlType
@@ -363,3 +370,89 @@ VIEWS: dict[str, str] = {
                'N', NULL, 'N'
         FROM (SELECT 1) LEFT JOIN _emu_jobs AS j ON j.job_type = 'capture'""",
 }
+
+
+# -- one table's rows of these views, for the help procedures -------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """A ``sys.indexes`` row of a table (not its heap) and its keys from ``sys.index_columns``."""
+
+    index_id: int
+    name: str
+    is_unique: bool
+    is_primary_key: bool
+    is_unique_constraint: bool
+    keys: tuple[tuple[str, bool], ...]  # (column name, descending), in key order
+
+    @property
+    def clustered(self) -> bool:
+        return self.index_id == 1
+
+
+@dataclass(frozen=True)
+class ConstraintRow:
+    """A ``sys.key_constraints`` or ``sys.default_constraints`` row of a table."""
+
+    name: str
+    type: str  # "PK", "UQ" or "D"
+    unique_index_id: int | None  # PK / UQ: its index in sys.indexes
+    column: str | None  # D: the column it belongs to
+    definition: str | None  # D: ((0)), (N'x'), (getdate())
+
+
+def _column_names(db: sqlite3.Connection, object_id: int) -> dict[int, str]:
+    return dict(
+        db.execute("SELECT column_id, name FROM _emu_columns WHERE object_id = ?", (object_id,))
+    )
+
+
+def table_indexes(db: sqlite3.Connection, object_id: int) -> list[IndexRow]:
+    """The indexes ``sys.indexes`` lists for the table ``object_id``, by index_id."""
+    names = _column_names(db, object_id)
+    keys: dict[int, list[tuple[str, bool]]] = {}
+    for index_id, column_id, descending in db.execute(
+        'SELECT index_id, column_id, is_descending_key FROM "sys.index_columns" '
+        "WHERE object_id = ? ORDER BY index_id, key_ordinal",
+        (object_id,),
+    ):
+        keys.setdefault(int(index_id), []).append((names[column_id], bool(descending)))
+    return [
+        IndexRow(
+            int(index_id),
+            str(name),
+            bool(unique),
+            bool(primary),
+            bool(constraint),
+            tuple(keys.get(int(index_id), ())),
+        )
+        for index_id, name, unique, primary, constraint in db.execute(
+            "SELECT index_id, name, is_unique, is_primary_key, is_unique_constraint "
+            'FROM "sys.indexes" WHERE object_id = ? AND index_id > 0 ORDER BY index_id',
+            (object_id,),
+        )
+    ]
+
+
+def table_constraints(db: sqlite3.Connection, object_id: int) -> list[ConstraintRow]:
+    """The PRIMARY KEY and UNIQUE constraints ``sys.key_constraints`` lists for the table
+    ``object_id``, then the DEFAULT constraints of ``sys.default_constraints``."""
+    names = _column_names(db, object_id)
+    keys = [
+        ConstraintRow(str(name), str(kind), int(index_id), None, None)
+        for name, kind, index_id in db.execute(
+            'SELECT name, type, unique_index_id FROM "sys.key_constraints" '
+            "WHERE parent_object_id = ? ORDER BY object_id",
+            (object_id,),
+        )
+    ]
+    defaults = [
+        ConstraintRow(str(name), "D", None, names.get(column_id), definition)
+        for name, column_id, definition in db.execute(
+            'SELECT name, parent_column_id, definition FROM "sys.default_constraints" '
+            "WHERE parent_object_id = ? ORDER BY object_id",
+            (object_id,),
+        )
+    ]
+    return keys + defaults

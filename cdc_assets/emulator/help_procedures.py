@@ -2,15 +2,20 @@
 
 Registered in :data:`.procedures.PROCEDURES` (``EXEC sp_help``, ``EXEC sys.sp_helpindex N't'``)
 and :data:`.queries.TABLE_FUNCTIONS`; each answers with the result sets SQL Server documents
-(column names, order and types), read from the emulator's bookkeeping tables and SQLite's own
-index list:
+(column names, order and types). Indexes and constraints are read from the same ``sys.*`` views
+clients query (``sys.objects``, ``sys.indexes``, ``sys.index_columns``, ``sys.key_constraints``,
+``sys.default_constraints``: :func:`.constraint_views.table_indexes` and
+:func:`.constraint_views.table_constraints`), so both name them alike:
 
-- ``sp_help``: without a name the objects (Name, Owner, Object_type) and the user-defined types
-  (none); with the name of a table: the object, its columns, its identity column, its
-  ROWGUIDCOL, its filegroup, its indexes and its constraints, each a result set (a view stops
-  after the ROWGUIDCOL set). Unknown object: error 15009.
-- ``sp_helpindex``: index_name, index_description, index_keys (descending keys as ``col(-)``);
-  a table without indexes returns no result set (SQL Server prints a message instead).
+- ``sp_help``: without a name the objects of ``sys.objects`` (Name, Owner, Object_type: tables
+  and their PRIMARY KEY, UNIQUE and DEFAULT constraints) and the user-defined types (none); with
+  the name of a table: the object, its columns, its identity column, its ROWGUIDCOL, its
+  filegroup, its indexes and its constraints (``PRIMARY KEY (clustered)`` / ``UNIQUE
+  (non-clustered)`` with their keys, ``DEFAULT on column c`` with its definition ``((0))``, by
+  name, as ``sp_helpconstraint``), each a result set (a view stops after the ROWGUIDCOL set).
+  Unknown object: error 15009.
+- ``sp_helpindex``: index_name, index_description, index_keys (descending keys as ``col(-)``),
+  by name; a table without indexes returns no result set (SQL Server prints a message instead).
 - ``sp_server_info``: SQL Server 2022's attribute rows (``@attribute_id`` picks one).
 - ``fn_listextendedproperty(...)`` / ``sys.fn_listextendedproperty(...)``: objtype, objname,
   name, value; always empty, since the emulator stores no extended properties.
@@ -23,7 +28,6 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -32,6 +36,7 @@ from sqlglot import exp
 from . import errors, queries
 from . import types as T
 from .catalog import Table
+from .constraint_views import IndexRow, table_constraints, table_indexes
 from .plan import Result, ResultColumn, StatementContext
 from .procedures import PROCEDURES, Procedure
 from .scope import Scope
@@ -135,73 +140,28 @@ def _create_date(session: StatementContext, table: Table) -> dt.datetime | None:
 # -- indexes -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Index:
-    """One index of a table as ``sp_helpindex`` reports it."""
-
-    name: str
-    keys: tuple[tuple[str, bool], ...]  # (column, descending)
-    unique: bool
-    primary: bool
-    unique_constraint: bool
-
-    @property
-    def description(self) -> str:
-        kind = "clustered" if self.primary else "nonclustered"
-        words = [kind]
-        if self.unique:
-            words.append("unique")
-        if self.primary:
-            words.append("primary key")
-        elif self.unique_constraint:
-            words.append("unique key")
-        return f"{', '.join(words)} located on {_FILEGROUP}"
-
-    @property
-    def key_text(self) -> str:
-        return ", ".join(f"{name}(-)" if desc else name for name, desc in self.keys)
+def _description(index: IndexRow) -> str:
+    """sp_helpindex's index_description: ``clustered, unique, primary key located on PRIMARY``."""
+    words = ["clustered" if index.clustered else "nonclustered"]
+    if index.is_unique:
+        words.append("unique")
+    if index.is_primary_key:
+        words.append("primary key")
+    elif index.is_unique_constraint:
+        words.append("unique key")
+    return f"{', '.join(words)} located on {_FILEGROUP}"
 
 
-def table_indexes(db: sqlite3.Connection, table: Table) -> list[Index]:
-    """The primary key, the UNIQUE constraints and the CREATE INDEX indexes of ``table``, by name.
+def _key_text(index: IndexRow) -> str:
+    """The index's keys as sp_helpindex lists them, descending ones as ``col(-)``."""
+    return ", ".join(f"{name}(-)" if desc else name for name, desc in index.keys)
 
-    The primary key comes from the catalog; the others from SQLite's index list: indexes made
-    by ``CREATE INDEX`` are named ``<schema>.<table>.<index>`` there, a UNIQUE constraint has
-    SQLite's automatic index (named here ``UQ__<table>__<object id><n>``, after the table as
-    SQL Server names an unnamed one).
-    """
-    found: list[Index] = []
-    if table.key and table.pk_name:
-        found.append(Index(table.pk_name, tuple((k, False) for k in table.key), True, True, False))
-    if table.kind == "system":
-        return found
-    try:
-        listed = db.execute(f"PRAGMA index_list({quote(table.physical)})").fetchall()
-    except sqlite3.Error:
-        return found
-    prefix = f"{table.physical}."
-    for _seq, sqlite_name, unique, origin, _partial in listed:
-        if origin == "pk":
-            continue
-        if origin == "u":
-            number = sqlite_name.rsplit("_", 1)[-1]  # sqlite_autoindex_<table>_<n>
-            name = f"UQ__{table.name[:8]}__{table.object_id or 0:X}{number}"
-        elif sqlite_name.startswith(prefix):
-            name = sqlite_name[len(prefix) :]
-        elif sqlite_name.startswith(table.physical):
-            name = sqlite_name.split(".", 1)[-1]  # a change table's index: <ci>_CT_idx
-        else:
-            continue
-        info = db.execute(f"PRAGMA index_xinfo({quote(sqlite_name)})").fetchall()
-        keys = tuple(
-            (str(column), bool(desc))
-            for _seqno, _cid, column, desc, _coll, key in info
-            if key and column is not None
-        )
-        columns = {c.name.lower(): c.name for c in table.columns}
-        keys = tuple((columns.get(k.lower(), k), d) for k, d in keys)
-        found.append(Index(name, keys, bool(unique), False, origin == "u"))
-    return sorted(found, key=lambda i: i.name.lower())
+
+def _indexes(db: sqlite3.Connection, table: Table) -> list[IndexRow]:
+    """The rows ``sys.indexes`` has for ``table``, by name (none for a system object)."""
+    if table.kind == "system" or table.object_id is None:
+        return []
+    return sorted(table_indexes(db, table.object_id), key=lambda i: i.name.lower())
 
 
 _INDEX_COLUMNS = [
@@ -211,10 +171,10 @@ _INDEX_COLUMNS = [
 ]
 
 
-def _index_result(indexes: list[Index]) -> Result | None:
+def _index_result(indexes: list[IndexRow]) -> Result | None:
     if not indexes:
         return None  # SQL Server prints "... does not have any indexes ..." instead
-    return _result(_INDEX_COLUMNS, [(i.name, i.description, i.key_text) for i in indexes])
+    return _result(_INDEX_COLUMNS, [(i.name, _description(i), _key_text(i)) for i in indexes])
 
 
 def _helpindex(session: StatementContext, args: dict[str, Any]) -> Result | None:
@@ -226,7 +186,7 @@ def _helpindex(session: StatementContext, args: dict[str, Any]) -> Result | None
             "supplied.",
         )
     table = _find_object(session, str(objname))
-    return _index_result(table_indexes(session.db, table))
+    return _index_result(_indexes(session.db, table))
 
 
 # -- sp_help -------------------------------------------------------------------------------------
@@ -282,17 +242,23 @@ _CONSTRAINT_COLUMNS = [
 ]
 
 
+# sp_help's Object_type of each sys.objects type (SQL Server's spt_values, type 'O9T')
+_OBJECT_TYPES = {
+    "U": "user table",
+    "PK": "primary key cns",
+    "UQ": "unique key cns",
+    "D": "default (maybe cns)",
+}
+
+
 def _object_list(session: StatementContext) -> Result | None:
-    """``sp_help`` without a name: every object, then the user-defined types (none)."""
+    """``sp_help`` without a name: every object of ``sys.objects`` (tables and their
+    constraints), then the user-defined types (none)."""
     rows = session.db.execute(
-        "SELECT o.name, s.name, o.pk_name FROM _emu_objects AS o "
+        'SELECT o.name, s.name, o.type FROM "sys.objects" AS o '
         "JOIN _emu_schemas AS s ON s.schema_id = o.schema_id"
     ).fetchall()
-    listed: list[tuple[str, str, str]] = []
-    for name, owner, pk_name in rows:
-        listed.append((name, owner, "user table"))
-        if pk_name:
-            listed.append((pk_name, owner, "primary key cns"))
+    listed = [(name, owner, _OBJECT_TYPES[kind.strip()]) for name, owner, kind in rows]
     # SQL Server: ORDER BY Owner, Object_type DESC, Name
     listed.sort(key=lambda r: r[0].lower())
     listed.sort(key=lambda r: r[2], reverse=True)
@@ -328,17 +294,26 @@ def _column_row(column_name: str, t: T.SqlType, nullable: bool) -> tuple[Any, ..
     )
 
 
-def _constraints(table: Table, indexes: list[Index]) -> list[tuple[Any, ...]]:
+def _constraints(
+    db: sqlite3.Connection, table: Table, indexes: list[IndexRow]
+) -> list[tuple[Any, ...]]:
+    """sp_help's constraint rows (sp_helpconstraint's): the PRIMARY KEY and UNIQUE constraints
+    with their index's keys, the DEFAULTs with their definition, ordered by name."""
+    if table.kind == "system" or table.object_id is None:
+        return []
+    by_id = {i.index_id: i for i in indexes}
     rows = []
-    for index in indexes:
-        if index.primary:
-            kind = "PRIMARY KEY (clustered)"
-        elif index.unique_constraint:
-            kind = "UNIQUE (non-clustered)"
+    for constraint in table_constraints(db, table.object_id):
+        if constraint.type == "D":
+            kind = f"DEFAULT on column {constraint.column}"
+            keys = constraint.definition
         else:
-            continue
-        rows.append((kind, index.name, _NA, _NA, _NA, _NA, index.key_text))
-    return sorted(rows, key=lambda r: (r[0], r[1].lower()))
+            index = by_id.get(constraint.unique_index_id or 0)
+            kind = "PRIMARY KEY" if constraint.type == "PK" else "UNIQUE"
+            kind += " (clustered)" if index is not None and index.clustered else " (non-clustered)"
+            keys = None if index is None else _key_text(index)
+        rows.append((kind, constraint.name, _NA, _NA, _NA, _NA, keys))
+    return sorted(rows, key=lambda r: r[1].lower())
 
 
 def _describe(session: StatementContext, objname: str) -> Result | None:
@@ -362,11 +337,11 @@ def _describe(session: StatementContext, objname: str) -> Result | None:
     results.append(_result([("RowGuidCol", T.SYSNAME)], [("No rowguidcol column defined.",)]))
     if not _is_view(table):
         results.append(_result([("Data_located_on_filegroup", T.nvarchar(128))], [(_FILEGROUP,)]))
-        indexes = table_indexes(session.db, table)
+        indexes = _indexes(session.db, table)
         index_result = _index_result(indexes)
         if index_result is not None:
             results.append(index_result)
-        constraints = _constraints(table, indexes)
+        constraints = _constraints(session.db, table, indexes)
         if constraints:  # else SQL Server prints "No constraints are defined on object ..."
             results.append(_result(_CONSTRAINT_COLUMNS, constraints))
     return _chain(results)

@@ -694,16 +694,19 @@ def is_emulator_database(path: str | Path) -> bool:
 
 def bootstrap(db: sqlite3.Connection) -> None:
     """Create the internal layout in an empty database file (idempotent, multi-process safe)."""
+    # every added view is looked for, not only the last: a file with some of them (made between
+    # two additions, or with one dropped) still gets the others
     present = {
         r[0]
         for r in db.execute(
-            "SELECT name FROM sqlite_master "
-            "WHERE name IN ('_emu_state', '_emu_catalog_changes', ?)",
-            (ADDED_VIEWS[-1],),
+            "SELECT name FROM sqlite_master WHERE name IN ('_emu_state', '_emu_catalog_changes', "
+            + ", ".join("?" * len(ADDED_VIEWS))
+            + ")",
+            ADDED_VIEWS,
         )
     }
     if "_emu_state" in present:
-        if "_emu_catalog_changes" not in present or ADDED_VIEWS[-1] not in present:
+        if "_emu_catalog_changes" not in present or not present.issuperset(ADDED_VIEWS):
             _add_tables(db)
         return
     db.execute("BEGIN IMMEDIATE")
@@ -776,8 +779,10 @@ def _add_tables(db: sqlite3.Connection) -> None:
 
 
 def _record_existing_keys_and_indexes(db: sqlite3.Connection) -> None:
-    """Give a file made before ``_emu_constraints`` its primary keys' constraint rows and its
-    ``CREATE INDEX`` indexes' rows (their DEFAULT definitions were not kept: none are listed)."""
+    """Give a file made before ``_emu_constraints`` its primary keys' constraint rows, its
+    UNIQUE constraints' rows (their names were not kept: named as SQL Server names an unnamed
+    one) and its ``CREATE INDEX`` indexes' rows (their DEFAULT definitions were not kept: none
+    are listed)."""
     for oid, pk_name, created in db.execute(
         "SELECT object_id, pk_name, create_date FROM _emu_objects AS o "
         "WHERE pk_name IS NOT NULL AND NOT EXISTS (SELECT 1 FROM _emu_constraints AS k "
@@ -787,6 +792,8 @@ def _record_existing_keys_and_indexes(db: sqlite3.Connection) -> None:
     tables = dict(
         db.execute("SELECT physical, object_id FROM _emu_objects WHERE is_ms_shipped = 0")
     )
+    for physical, oid in tables.items():
+        _record_existing_unique_constraints(db, physical, oid)
     for name, table in db.execute(
         "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
     ).fetchall():
@@ -798,16 +805,46 @@ def _record_existing_keys_and_indexes(db: sqlite3.Connection) -> None:
             "SELECT 1 FROM _emu_indexes WHERE object_id = ? AND name = ?", (oid, index_name)
         ).fetchone():
             continue
-        columns = db.execute(
-            'SELECT c.column_id, x."desc" FROM pragma_index_xinfo(?) AS x '
-            "JOIN _emu_columns AS c ON c.object_id = ? AND c.name = x.name "
-            "WHERE x.key ORDER BY x.seqno",
-            (name, oid),
-        ).fetchall()
         (unique,) = db.execute(
             'SELECT "unique" FROM pragma_index_list(?) WHERE name = ?', (table, name)
         ).fetchone()
-        record_index(db, oid, index_name, [(int(c), bool(d)) for c, d in columns], bool(unique))
+        record_index(db, oid, index_name, _index_column_ids(db, name, oid), bool(unique))
+
+
+def _index_column_ids(db: sqlite3.Connection, index: str, oid: int) -> list[tuple[int, bool]]:
+    """The ``(column_id, descending)`` keys of the SQLite index ``index`` on table ``oid``."""
+    return [
+        (int(c), bool(d))
+        for c, d in db.execute(
+            'SELECT c.column_id, x."desc" FROM pragma_index_xinfo(?) AS x '
+            "JOIN _emu_columns AS c ON c.object_id = ? AND c.name = x.name "
+            "WHERE x.key ORDER BY x.seqno",
+            (index, oid),
+        )
+    ]
+
+
+def _record_existing_unique_constraints(db: sqlite3.Connection, physical: str, oid: int) -> None:
+    """The UNIQUE constraints of table ``oid`` (SQLite's automatic indexes) not recorded yet."""
+    keys: dict[int, list[int]] = {}
+    for index_id, column_id in db.execute(
+        "SELECT i.index_id, c.column_id FROM _emu_indexes AS i "
+        "JOIN _emu_index_columns AS c ON c.object_id = i.object_id AND c.index_id = i.index_id "
+        "WHERE i.object_id = ? AND i.constraint_id IS NOT NULL ORDER BY i.index_id, c.key_ordinal",
+        (oid,),
+    ):
+        keys.setdefault(int(index_id), []).append(int(column_id))
+    recorded = {tuple(columns) for columns in keys.values()}
+    (table,) = db.execute("SELECT name FROM _emu_objects WHERE object_id = ?", (oid,)).fetchone()
+    for index, origin in db.execute(
+        "SELECT name, origin FROM pragma_index_list(?) ORDER BY seq DESC", (physical,)
+    ).fetchall():
+        columns = _index_column_ids(db, index, oid)
+        if origin != "u" or not columns or tuple(c for c, _ in columns) in recorded:
+            continue
+        (next_id,) = db.execute("SELECT next_object_id FROM _emu_state").fetchone()
+        name = f"UQ__{table[:8]}__{int(next_id):X}"
+        record_index(db, oid, "", columns, True, constraint=name, system_named=True)
 
 
 def new_token() -> int:

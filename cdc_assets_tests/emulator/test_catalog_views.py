@@ -303,7 +303,8 @@ def test_server_services_show_the_agent_running_with_the_capture_job(orders: Con
 
 def test_a_file_made_before_these_views_gets_them_and_its_keys(db_path: Path) -> None:
     """An older database file (no constraint or index bookkeeping, no views) gets the views when
-    opened, with its primary keys and CREATE INDEX indexes recorded."""
+    opened, with its primary keys, UNIQUE constraints (named as SQL Server names unnamed ones:
+    the file kept no name) and CREATE INDEX indexes recorded; sp_helpindex lists the same."""
     conn = emulator.connect(db_path, autocommit=True)
     conn.execute(SHOP_DDL)
     conn.execute("CREATE INDEX ix_qty ON dbo.shop (qty DESC)")
@@ -321,12 +322,34 @@ def test_a_file_made_before_these_views_gets_them_and_its_keys(db_path: Path) ->
     raw.commit()
     raw.close()
     conn = emulator.connect(db_path, autocommit=True)
-    assert _rows(conn, "SELECT name, type FROM sys.key_constraints") == [("pk_shop", "PK")]
+    keys = _rows(conn, "SELECT name, type, is_system_named FROM sys.key_constraints")
+    assert keys[0] == ("pk_shop", "PK", False)
+    ((unique, kind, system_named),) = keys[1:]
+    assert unique.startswith("UQ__shop__") and (kind, system_named) == ("UQ", True)
     assert _rows(
         conn,
         "SELECT i.name, ic.column_id, ic.is_descending_key FROM sys.indexes AS i "
         "JOIN sys.index_columns AS ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id "
         "ORDER BY i.index_id, ic.key_ordinal",
-    ) == [("pk_shop", 1, False), ("pk_shop", 2, False), ("ix_qty", 4, True)]
+    ) == [
+        ("pk_shop", 1, False),
+        ("pk_shop", 2, False),
+        (unique, 3, False),
+        ("ix_qty", 4, True),
+    ]
+    assert _rows(conn, "EXEC sp_helpindex N'dbo.shop'") == [
+        ("ix_qty", "nonclustered located on PRIMARY", "qty(-)"),
+        ("pk_shop", "clustered, unique, primary key located on PRIMARY", "id, line no"),
+        (unique, "nonclustered, unique, unique key located on PRIMARY", "sku"),
+    ]
     assert _value(conn, "SELECT COUNT(*) FROM sys.dm_server_services") == 2
+    conn.close()
+    # upgraded again (a view missing): nothing is recorded twice
+    raw = sqlite3.connect(db_path)
+    raw.execute('DROP VIEW "sys.dm_server_services"')
+    raw.commit()
+    raw.close()
+    conn = emulator.connect(db_path, autocommit=True)
+    assert _value(conn, "SELECT COUNT(*) FROM sys.dm_server_services") == 2
+    assert _rows(conn, "SELECT name, type, is_system_named FROM sys.key_constraints") == keys
     conn.close()

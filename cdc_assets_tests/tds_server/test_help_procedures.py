@@ -165,6 +165,111 @@ def test_sp_helpindex(lines: Any) -> None:
     assert result_sets(lines.cursor().execute("EXEC sp_helpindex N'heap'")) == []
 
 
+KEYED_DDL = (
+    "CREATE TABLE [dbo].[keyed] ([id] int NOT NULL, [code] varchar(10) NOT NULL, "
+    "[alt] int NULL UNIQUE, [qty] int NOT NULL CONSTRAINT [df_keyed_qty] DEFAULT 0, "
+    "[label] nvarchar(20) NULL DEFAULT N'new', CONSTRAINT [pk_keyed] PRIMARY KEY ([id]), "
+    "CONSTRAINT [uq_keyed_code] UNIQUE ([code]))"
+)
+
+
+def rows(conn: Any, sql: str) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.execute(sql).fetchall()]
+
+
+@pytest.fixture
+def keyed(conn: Any) -> Any:
+    """A table with a primary key, a named and an unnamed UNIQUE constraint, an index made by
+    CREATE INDEX and two DEFAULTs (one named, one not)."""
+    conn.execute(KEYED_DDL)
+    conn.execute("CREATE INDEX [ix_keyed_label] ON [dbo].[keyed] ([label] DESC)")
+    return conn
+
+
+def test_sp_helpindex_names_what_sys_indexes_names(keyed: Any) -> None:
+    listed = rows(
+        keyed,
+        "SELECT name FROM sys.indexes WHERE object_id = OBJECT_ID(N'dbo.keyed') AND index_id > 0",
+    )
+    ((unnamed,),) = rows(
+        keyed,
+        "SELECT name FROM sys.key_constraints WHERE parent_object_id = OBJECT_ID(N'dbo.keyed') "
+        "AND is_system_named = 1",
+    )
+    assert unnamed.startswith("UQ__keyed__")
+    ((names, found),) = result_sets(keyed.cursor().execute("EXEC sp_helpindex N'dbo.keyed'"))
+    assert names == INDEXES
+    assert sorted(name for name, _, _ in found) == sorted(name for (name,) in listed)
+    unique_key = "nonclustered, unique, unique key located on PRIMARY"
+    assert found == [
+        ("ix_keyed_label", "nonclustered located on PRIMARY", "label(-)"),
+        ("pk_keyed", "clustered, unique, primary key located on PRIMARY", "id"),
+        (unnamed, unique_key, "alt"),
+        ("uq_keyed_code", unique_key, "code"),
+    ]
+
+
+def test_sp_help_constraints_are_sys_key_and_default_constraints(keyed: Any) -> None:
+    listed = rows(
+        keyed,
+        "SELECT name FROM sys.key_constraints WHERE parent_object_id = OBJECT_ID(N'dbo.keyed') "
+        "UNION ALL SELECT name FROM sys.default_constraints "
+        "WHERE parent_object_id = OBJECT_ID(N'dbo.keyed')",
+    )
+    system_named = dict(
+        rows(
+            keyed,
+            "SELECT type, name FROM sys.objects WHERE parent_object_id = OBJECT_ID(N'dbo.keyed') "
+            "AND name IN (SELECT name FROM sys.key_constraints WHERE is_system_named = 1 "
+            "UNION ALL SELECT name FROM sys.default_constraints WHERE is_system_named = 1)",
+        )
+    )
+    unique, default = system_named["UQ"], system_named["D "]
+    assert unique.startswith("UQ__keyed__") and default.startswith("DF__keyed__label__")
+    sets = result_sets(keyed.cursor().execute("EXEC sp_help N'keyed'"))
+    assert [names for names, _ in sets][-2:] == [INDEXES, CONSTRAINTS]
+    found = sets[-1][1]
+    assert sorted(r[1] for r in found) == sorted(name for (name,) in listed)
+    na = ("(n/a)",) * 4
+    assert found == [
+        ("DEFAULT on column label", default, *na, "(N'new')"),
+        ("DEFAULT on column qty", "df_keyed_qty", *na, "((0))"),
+        ("PRIMARY KEY (clustered)", "pk_keyed", *na, "id"),
+        ("UNIQUE (non-clustered)", unique, *na, "alt"),
+        ("UNIQUE (non-clustered)", "uq_keyed_code", *na, "code"),
+    ]
+    # the index set is sp_helpindex's
+    assert sets[-2][1] == result_sets(keyed.cursor().execute("EXEC sp_helpindex N'keyed'"))[0][1]
+    # sp_help without a name lists the constraints as objects of their kind
+    listing = result_sets(keyed.cursor().execute("EXEC sp_help"))[0][1]
+    assert listing == [
+        ("keyed", "dbo", "user table"),
+        (unique, "dbo", "unique key cns"),
+        ("uq_keyed_code", "dbo", "unique key cns"),
+        ("pk_keyed", "dbo", "primary key cns"),
+        (default, "dbo", "default (maybe cns)"),
+        ("df_keyed_qty", "dbo", "default (maybe cns)"),
+    ]
+
+
+def test_dropped_index_and_column_leave_sp_help_and_the_views_alike(keyed: Any) -> None:
+    keyed.execute("DROP INDEX [ix_keyed_label] ON [dbo].[keyed]")
+    keyed.execute("ALTER TABLE [dbo].[keyed] DROP COLUMN [label]")
+    sets = result_sets(keyed.cursor().execute("EXEC sp_help N'dbo.keyed'"))
+    assert [r[0] for r in sets[-2][1]] == sorted(
+        (name for (name,) in rows(
+            keyed,
+            "SELECT name FROM sys.indexes WHERE object_id = OBJECT_ID(N'dbo.keyed') "
+            "AND index_id > 0",
+        )),
+        key=str.lower,
+    )  # fmt: skip
+    assert "ix_keyed_label" not in [r[0] for r in sets[-2][1]]
+    assert [r[:2] for r in sets[-1][1] if r[0].startswith("DEFAULT")] == [
+        ("DEFAULT on column qty", "df_keyed_qty")
+    ]
+
+
 def test_sp_server_info(conn: Any) -> None:
     ((names, rows),) = result_sets(conn.cursor().execute("EXEC sp_server_info"))
     assert names == ["attribute_id", "attribute_name", "attribute_value"]
