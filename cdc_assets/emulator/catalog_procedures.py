@@ -22,7 +22,6 @@ defaults (``COLUMN_DEF`` is NULL); differences are listed in CONTRACT.md.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 from . import errors
 from . import types as T
 from .catalog import Catalog, Table, system_table
+from .constraint_views import table_indexes
 from .plan import Result, ResultColumn, StatementContext
 from .procedures import _MISSING, PROCEDURES, Procedure
 from .storage import SYSTEM_OBJECTS, quote
@@ -373,22 +373,6 @@ def _sp_fkeys(session: StatementContext, args: dict[str, Any]) -> Result:
 SQL_TABLE_STAT, SQL_INDEX_CLUSTERED, SQL_INDEX_OTHER = 0, 1, 3
 
 
-def _indexes(db: sqlite3.Connection, table: Table) -> list[tuple[str, bool, bool, list[str]]]:
-    """(name, unique, clustered, columns) of a user table's primary key and CREATE INDEXes."""
-    found = []
-    if table.key and table.pk_name:
-        found.append((table.pk_name, True, True, list(table.key)))
-    prefix = f"{table.physical}."
-    for _, name, unique, origin, *_ in db.execute(f"PRAGMA index_list({quote(table.physical)})"):
-        if origin != "c" or not str(name).startswith(prefix):
-            continue
-        columns = [
-            str(r[2]) for r in db.execute(f"PRAGMA index_info({quote(str(name))})").fetchall()
-        ]
-        found.append((str(name)[len(prefix) :], bool(unique), False, columns))
-    return found
-
-
 def _statistics(session: StatementContext, args: dict[str, Any]) -> Result:
     index_ok = like(_arg(args, "index_name", "%") or "%")
     unique_only = str(_arg(args, "is_unique", "N") or "N").upper() == "Y"
@@ -400,16 +384,18 @@ def _statistics(session: StatementContext, args: dict[str, Any]) -> Result:
         pages = (int(count) + 99) // 100  # SQLite keeps no pages per table: an estimate
         head = (session.db_name, table.schema, table.name)
         rows.append((*head, None, None, None, SQL_TABLE_STAT, None, None, None, count, pages, None))
-        for name, unique, clustered, columns in _indexes(session.db, table):
-            if not index_ok(name) or (unique_only and not unique):
+        indexes = table_indexes(session.db, table.object_id) if table.object_id else []
+        for index in indexes:
+            if not index_ok(index.name) or (unique_only and not index.is_unique):
                 continue
-            kind = SQL_INDEX_CLUSTERED if clustered else SQL_INDEX_OTHER
-            for seq, column in enumerate(columns, start=1):
+            kind = SQL_INDEX_CLUSTERED if index.clustered else SQL_INDEX_OTHER
+            for seq, (column, descending) in enumerate(index.keys, start=1):
                 rows.append(
-                    (*head, int(not unique), table.name, name, kind, seq, column, "A",
-                     count if unique else None, pages if clustered else None, None)
+                    (*head, int(not index.is_unique), table.name, index.name, kind, seq, column,
+                     "D" if descending else "A", count if index.is_unique else None,
+                     pages if index.clustered else None, None)
                 )  # fmt: skip
-    rows.sort(key=lambda r: (r[3] is not None, r[3] or 0, r[6], str(r[5] or ""), r[7] or 0))
+    rows.sort(key=lambda r: (r[3] is not None, r[3] or 0, r[6], str(r[5] or "").lower(), r[7] or 0))
     columns = [
         ("TABLE_QUALIFIER", SYSNAME),
         ("TABLE_OWNER", SYSNAME),

@@ -209,6 +209,45 @@ def test_sp_helpindex_names_what_sys_indexes_names(keyed: Any) -> None:
     ]
 
 
+@pytest.mark.parametrize("procedure", ["sp_statistics", "sp_statistics_100"])
+def test_sp_statistics_lists_what_sys_indexes_lists(keyed: Any, procedure: str) -> None:
+    """Every index of sys.indexes, UNIQUE constraints included, with its keys' order and
+    direction from sys.index_columns (COLLATION 'D' for a descending key)."""
+    listed = rows(
+        keyed,
+        "SELECT CAST(1 - i.is_unique AS smallint) AS non_unique, i.name AS index_name, "
+        "CASE WHEN i.index_id = 1 THEN 1 ELSE 3 END AS type, ic.key_ordinal AS seq, "
+        "c.name AS column_name, CASE WHEN ic.is_descending_key = 1 THEN 'D' ELSE 'A' END "
+        "AS collation "
+        "FROM sys.indexes AS i JOIN sys.index_columns AS ic "
+        "ON ic.object_id = i.object_id AND ic.index_id = i.index_id "
+        "JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id "
+        "WHERE i.object_id = OBJECT_ID(N'dbo.keyed') "
+        "ORDER BY 1 - i.is_unique, CASE WHEN i.index_id = 1 THEN 1 ELSE 3 END, i.name, "
+        "ic.key_ordinal",
+    )
+    ((unnamed,),) = rows(
+        keyed,
+        "SELECT name FROM sys.key_constraints WHERE parent_object_id = OBJECT_ID(N'dbo.keyed') "
+        "AND is_system_named = 1",
+    )
+    ((_, found),) = result_sets(keyed.cursor().execute(f"EXEC {procedure} N'keyed'"))
+    table, *indexes = found
+    assert table[3:10] == (None, None, None, 0, None, None, None)
+    # NON_UNIQUE, INDEX_NAME, TYPE, SEQ_IN_INDEX, COLUMN_NAME, COLLATION
+    assert [(r[3], *r[5:10]) for r in indexes] == listed
+    assert listed == [
+        (0, "pk_keyed", 1, 1, "id", "A"),
+        (0, unnamed, 3, 1, "alt", "A"),
+        (0, "uq_keyed_code", 3, 1, "code", "A"),
+        (1, "ix_keyed_label", 3, 1, "label", "D"),
+    ]
+    ((_, unique),) = result_sets(
+        keyed.cursor().execute(f"EXEC {procedure} N'keyed', @is_unique = 'Y'")
+    )
+    assert [r[5] for r in unique[1:]] == ["pk_keyed", unnamed, "uq_keyed_code"]
+
+
 def test_sp_help_constraints_are_sys_key_and_default_constraints(keyed: Any) -> None:
     listed = rows(
         keyed,
