@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from . import storage
 from . import types as T
 from .catalog import CaptureInstance
-from .storage import add_constraint, quote, record_primary_key
+from .storage import add_constraint, quote, record_change_table_index, record_primary_key
 from .types import SqlType
 
 
@@ -44,6 +44,30 @@ def insert_table(
         insert_column(db, oid, cid, column, sql_type, nullable, identity)
     if pk_name is not None:
         record_primary_key(db, oid, pk_name, system_named=pk_name.startswith("PK__"), at=now)
+
+
+def insert_change_table(
+    db: sqlite3.Connection,
+    oid: int,
+    schema_id: int,
+    name: str,
+    physical: str,
+    columns: Sequence[tuple[str, SqlType, bool]],
+) -> None:
+    """Record a change table ``cdc.<capture_instance>_CT`` and its ``(name, type, nullable)``
+    columns, with the unique clustered index SQL Server gives it,
+    ``<capture_instance>_CT_clustered_idx`` (:data:`.storage.CHANGE_TABLE_INDEX_KEYS`)."""
+    insert_table(
+        db,
+        oid,
+        schema_id,
+        name,
+        physical,
+        [(n, t, nullable, False) for n, t, nullable in columns],
+        shipped=True,
+        pk_name=None,
+    )
+    record_change_table_index(db, oid)
 
 
 def insert_column(

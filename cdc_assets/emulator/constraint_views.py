@@ -1,18 +1,19 @@
 """The ``sys.*`` views of keys, indexes, defaults and services, as SQL Server documents them.
 
 What SQLAlchemy's inspector, JDBC tools and CDC consumers read: ``sys.indexes`` and
-``sys.index_columns`` (a table's primary key is its clustered index, index_id 1; a table without
-one is a heap, index_id 0; UNIQUE constraints and ``CREATE [UNIQUE] INDEX`` are nonclustered
-indexes from index_id 2), ``sys.key_constraints`` (PK and UQ), ``sys.default_constraints`` (the
-definition in SQL Server's text form, ``((0))``, ``('x')``, ``(getdate())``),
-``sys.identity_columns``, ``sys.computed_columns`` (empty: no computed columns),
-``sys.foreign_keys`` / ``sys.foreign_key_columns`` (empty: the emulator refuses FOREIGN KEY),
+``sys.index_columns`` (a table's primary key is its clustered index, index_id 1, and so is a
+change table's ``<capture_instance>_CT_clustered_idx``; a table without one is a heap,
+index_id 0; UNIQUE constraints and ``CREATE [UNIQUE] INDEX`` are nonclustered indexes from
+index_id 2), ``sys.key_constraints`` (PK and UQ), ``sys.default_constraints`` (the definition
+in SQL Server's text form, ``((0))``, ``('x')``, ``(getdate())``), ``sys.identity_columns``,
+``sys.computed_columns`` (empty: no computed columns), ``sys.foreign_keys`` /
+``sys.foreign_key_columns`` (empty: the emulator refuses FOREIGN KEY),
 ``sys.extended_properties`` (empty) and ``sys.dm_server_services`` (the database engine, and the
 SQL Server Agent, Running while the CDC capture job runs).
 
 The rows come from the bookkeeping tables ``_emu_constraints`` (one row per PRIMARY KEY, UNIQUE
 and DEFAULT constraint, with its object id), ``_emu_indexes`` and ``_emu_index_columns`` (the
-nonclustered indexes), next to ``_emu_objects``/``_emu_columns``/``_emu_key_columns``.
+indexes other than a primary key), next to ``_emu_objects``/``_emu_columns``/``_emu_key_columns``.
 
 ``sql_variant`` columns (``sys.identity_columns.seed_value``..., ``sys.extended_properties.value``)
 are typed as the values they hold (``bigint``, ``nvarchar(4000)``): the emulator has no
@@ -269,8 +270,8 @@ VIEWS: dict[str, str] = {
         SELECT {_CONSTRAINT_OBJECT}
         FROM _emu_constraints AS k JOIN _emu_objects AS o ON o.object_id = k.parent_object_id""",
     "sys.columns": f"SELECT {_COLUMN_BODY} {_COLUMN_FROM}",
-    # the clustered primary key (index_id 1) or the heap (0) of every table, then the
-    # nonclustered indexes
+    # the clustered primary key (index_id 1) or the heap (0) of every table, then the recorded
+    # indexes: a change table's clustered index (1), the nonclustered ones (2 and up)
     "sys.indexes": f"""
         SELECT o.object_id, o.pk_name AS name,
                CASE WHEN o.pk_name IS NULL THEN 0 ELSE 1 END AS index_id,
@@ -280,9 +281,11 @@ VIEWS: dict[str, str] = {
                {
         _INDEX_DEFAULTS.format(is_primary_key="o.pk_name IS NOT NULL", is_unique_constraint="0")
     }
-        FROM _emu_objects AS o WHERE o.type = 'U'
+        FROM _emu_objects AS o WHERE o.type = 'U' AND NOT EXISTS (
+            SELECT 1 FROM _emu_indexes AS c WHERE c.object_id = o.object_id AND c.index_id = 1)
         UNION ALL
-        SELECT i.object_id, i.name, i.index_id, 2 AS type, 'NONCLUSTERED' AS type_desc,
+        SELECT i.object_id, i.name, i.index_id, CASE WHEN i.index_id = 1 THEN 1 ELSE 2 END AS type,
+               CASE WHEN i.index_id = 1 THEN 'CLUSTERED' ELSE 'NONCLUSTERED' END AS type_desc,
                i.is_unique,
                {
         _INDEX_DEFAULTS.format(

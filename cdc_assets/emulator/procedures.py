@@ -33,7 +33,7 @@ from . import capture, changelog, errors, statements, storage
 from . import catalog as catalog_mod
 from . import types as T
 from .catalog import CaptureInstance, Table
-from .catalog_rows import drop_instance, insert_table
+from .catalog_rows import drop_instance, insert_change_table
 from .plan import Plan, Result, ResultColumn, StatementContext
 from .source_text import node_text
 from .storage import quote
@@ -339,15 +339,8 @@ def _enable_table(session: StatementContext, args: dict[str, Any]) -> None:
             '("__$start_lsn", "__$command_id", "__$seqval", "__$operation")'
         )
         now = T.DATETIME.encode(storage.now())
-        insert_table(
-            db,
-            oid,
-            cat.schemas.get("cdc", storage.CDC_SCHEMA_ID),
-            f"{ci}_CT",
-            physical,
-            [(n, t, nullable, False) for n, t, nullable in ct_columns],
-            shipped=True,
-            pk_name=None,
+        insert_change_table(
+            db, oid, cat.schemas.get("cdc", storage.CDC_SCHEMA_ID), f"{ci}_CT", physical, ct_columns
         )
         db.execute(
             'INSERT INTO "cdc.change_tables" (object_id, version, source_object_id, '

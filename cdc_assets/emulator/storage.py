@@ -15,8 +15,9 @@ Bookkeeping:
 - ``_emu_schemas``, ``_emu_objects``, ``_emu_columns``, ``_emu_key_columns``: the catalog behind
   ``sys.schemas``, ``sys.tables``, ``sys.columns`` and the primary keys.
 - ``_emu_constraints``: PRIMARY KEY, UNIQUE and DEFAULT constraints (object id, name, a
-  default's definition text); ``_emu_indexes``, ``_emu_index_columns``: the nonclustered indexes
-  (UNIQUE constraints and ``CREATE INDEX``). Behind the views of :mod:`.constraint_views`.
+  default's definition text); ``_emu_indexes``, ``_emu_index_columns``: the indexes other than
+  primary keys (UNIQUE constraints and ``CREATE INDEX``, index_id 2 and up; a change table's
+  clustered index, index_id 1). Behind the views of :mod:`.constraint_views`.
 - ``_emu_instances``: per capture instance what SQL Server keeps in the log (creation LSN, the
   source column ids it captures).
 - ``_emu_transactions``: committed transactions that wrote change-log rows, waiting for capture;
@@ -261,7 +262,7 @@ SYSTEM_OBJECTS: tuple[SystemObject, ...] = (
             ("is_table_type", T.BIT),
         ),
     ),
-    # One row per table (heap: index_id 0, clustered primary key: 1); ``rows`` is the table's
+    # One row per table (heap: index_id 0, clustered index: 1); ``rows`` is the table's
     # committed rows, counted when asked (SQL Server keeps the number with every change; its docs
     # call it approximate: it may include rows of transactions in flight).
     SystemObject(
@@ -463,12 +464,16 @@ _VIEWS: dict[str, str] = {
                0 AS default_object_id, 0 AS rule_object_id, 0 AS is_table_type
         FROM _emu_types""",
     "sys.partitions": """
-        SELECT o.object_id * 256 + (o.pk_name IS NOT NULL) AS partition_id, o.object_id,
-               CASE WHEN o.pk_name IS NULL THEN 0 ELSE 1 END AS index_id,
-               1 AS partition_number, o.object_id * 256 + (o.pk_name IS NOT NULL) AS hobt_id,
-               _emu_table_rows(o.physical) AS rows, 0 AS filestream_filegroup_id,
+        SELECT p.object_id * 256 + p.clustered AS partition_id, p.object_id,
+               p.clustered AS index_id, 1 AS partition_number,
+               p.object_id * 256 + p.clustered AS hobt_id,
+               _emu_table_rows(p.physical) AS rows, 0 AS filestream_filegroup_id,
                0 AS data_compression, 'NONE' AS data_compression_desc
-        FROM _emu_objects AS o WHERE o.type = 'U'""",
+        FROM (SELECT o.object_id, o.physical,
+                     o.pk_name IS NOT NULL OR EXISTS (
+                         SELECT 1 FROM _emu_indexes AS i
+                         WHERE i.object_id = o.object_id AND i.index_id = 1) AS clustered
+              FROM _emu_objects AS o WHERE o.type = 'U') AS p""",
     "sys.dm_tran_current_transaction": """
         SELECT _emu_tran_id() AS transaction_id, _emu_tran_id() AS transaction_sequence_num,
                _emu_tran_is_snapshot() AS transaction_is_snapshot,
@@ -647,17 +652,11 @@ CREATE TABLE IF NOT EXISTS _emu_index_columns (
     PRIMARY KEY (object_id, index_id, key_ordinal)) WITHOUT ROWID;
 """
 
-# views added after the first layout: created in older database files when they are opened
-ADDED_VIEWS = (
-    "sys.partitions",
-    *(name for name in _VIEWS if name.startswith("INFORMATION_SCHEMA.")),
-    *(name for name in constraint_views.VIEWS if name not in ("sys.objects", "sys.columns")),
-    *session_views.VIEWS,
-    "sys.system_views",
+# every view of the layout; an older database file gets those it lacks, and those whose
+# definition changed since it was made, when opened (:func:`bootstrap`)
+LAYOUT_VIEWS = tuple(
+    o.physical for o in SYSTEM_OBJECTS if not o.requires_cdc and o.physical in _VIEWS
 )
-# views whose definition changed since the first layout: made again in older database files
-# (sys.system_views lists the system views: it changes with each one added)
-REPLACED_VIEWS = ("sys.objects", "sys.columns", "INFORMATION_SCHEMA.COLUMNS", "sys.system_views")
 
 CDC_OBJECT_NAMES = tuple(o for o in SYSTEM_OBJECTS if o.requires_cdc)
 
@@ -694,19 +693,16 @@ def is_emulator_database(path: str | Path) -> bool:
 
 def bootstrap(db: sqlite3.Connection) -> None:
     """Create the internal layout in an empty database file (idempotent, multi-process safe)."""
-    # every added view is looked for, not only the last: a file with some of them (made between
-    # two additions, or with one dropped) still gets the others
-    present = {
-        r[0]
-        for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE name IN ('_emu_state', '_emu_catalog_changes', "
-            + ", ".join("?" * len(ADDED_VIEWS))
-            + ")",
-            ADDED_VIEWS,
+    # every view is compared with its definition, so a file lacking one (made before it was
+    # added, or with one dropped) or holding an older definition of one is upgraded
+    stored = dict(
+        db.execute(
+            "SELECT name, sql FROM sqlite_master "
+            "WHERE type = 'view' OR name IN ('_emu_state', '_emu_catalog_changes')"
         )
-    }
-    if "_emu_state" in present:
-        if "_emu_catalog_changes" not in present or not present.issuperset(ADDED_VIEWS):
+    )
+    if "_emu_state" in stored:
+        if "_emu_catalog_changes" not in stored or _stale_views(stored):
             _add_tables(db)
         return
     db.execute("BEGIN IMMEDIATE")
@@ -741,7 +737,7 @@ def bootstrap(db: sqlite3.Connection) -> None:
             if obj.requires_cdc:
                 continue
             if obj.physical in _VIEWS:
-                db.execute(f"CREATE VIEW {quote(obj.physical)} AS {_VIEWS[obj.physical]}")
+                db.execute(_view_sql(obj.physical))
             else:
                 db.execute(create_table_sql(obj.physical, obj.columns))
         db.execute(
@@ -760,18 +756,33 @@ def bootstrap(db: sqlite3.Connection) -> None:
         raise
 
 
+def _view_sql(name: str) -> str:
+    """The statement that makes the view ``name``, as SQLite keeps it in ``sqlite_master``."""
+    return f"CREATE VIEW {quote(name)} AS {_VIEWS[name]}"
+
+
+def _stale_views(stored: dict[str, str]) -> list[str]:
+    """The layout's views missing from ``stored`` (``sqlite_master``'s name -> sql) or made by an
+    older definition."""
+    return [name for name in LAYOUT_VIEWS if stored.get(name) != _view_sql(name)]
+
+
 def _add_tables(db: sqlite3.Connection) -> None:
-    """Create the tables and views added to the layout since ``db`` was made."""
+    """Create the tables and views added to the layout since ``db`` was made, make again the
+    views whose definition changed, and record what older files did not keep: their keys and
+    indexes, their change tables' clustered indexes."""
     db.execute("BEGIN IMMEDIATE")
     try:
         for statement in _ADDED_DDL.strip().split(";"):
             if statement.strip():
                 db.execute(statement)
-        for name in REPLACED_VIEWS:
+        stored = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'"))
+        for name in _stale_views(stored):
             db.execute(f"DROP VIEW IF EXISTS {quote(name)}")
-        for name in (*REPLACED_VIEWS, *ADDED_VIEWS):
-            db.execute(f"CREATE VIEW IF NOT EXISTS {quote(name)} AS {_VIEWS[name]}")
+            db.execute(_view_sql(name))
         _record_existing_keys_and_indexes(db)
+        for (oid,) in db.execute("SELECT object_id FROM _emu_instances").fetchall():
+            record_change_table_index(db, oid)
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -956,6 +967,40 @@ def record_index(
         ],
     )
     return int(index_id)
+
+
+# SQL Server's clustered index of a change table (with __$command_id, as since SQL Server 2016 SP2)
+CHANGE_TABLE_INDEX_KEYS = ("__$start_lsn", "__$command_id", "__$seqval", "__$operation")
+
+
+def record_change_table_index(db: sqlite3.Connection, table_id: int) -> None:
+    """The unique clustered index ``<capture_instance>_CT_clustered_idx`` (index_id 1) of the
+    change table ``table_id``, unless recorded already."""
+    if db.execute(
+        "SELECT 1 FROM _emu_indexes WHERE object_id = ? AND index_id = 1", (table_id,)
+    ).fetchone():
+        return
+    (name,) = db.execute(
+        "SELECT name FROM _emu_objects WHERE object_id = ?", (table_id,)
+    ).fetchone()
+    columns = dict(
+        db.execute("SELECT name, column_id FROM _emu_columns WHERE object_id = ?", (table_id,))
+    )
+    db.execute(
+        "INSERT INTO _emu_indexes (object_id, index_id, name, is_unique, constraint_id) "
+        "VALUES (?, 1, ?, 1, NULL)",
+        (table_id, f"{name}_clustered_idx"),
+    )
+    db.executemany(
+        "INSERT INTO _emu_index_columns (object_id, index_id, key_ordinal, column_id, "
+        "is_descending_key) VALUES (?, 1, ?, ?, 0)",
+        [
+            (table_id, ordinal, columns[key])
+            for ordinal, key in enumerate(
+                (k for k in CHANGE_TABLE_INDEX_KEYS if k in columns), start=1
+            )
+        ],
+    )
 
 
 def create_cdc_tables(db: sqlite3.Connection) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator import Connection
+from cdc_assets.emulator import Connection, storage
+from cdc_assets_tests.emulator.conftest import ORDERS_DDL, enable_cdc
 
 _OBJECT = (
     "name object_id principal_id schema_id parent_object_id type type_desc create_date "
@@ -301,6 +302,36 @@ def test_server_services_show_the_agent_running_with_the_capture_job(orders: Con
     assert _value(orders, AGENT_RUNNING) == 1
 
 
+CHANGE_TABLE_KEYS = ["__$start_lsn", "__$command_id", "__$seqval", "__$operation"]
+
+
+def test_a_change_table_has_its_clustered_index(orders: Connection) -> None:
+    """sp_cdc_enable_table gives the change table SQL Server's unique clustered index
+    ``<capture_instance>_CT_clustered_idx`` on (__$start_lsn, __$command_id, __$seqval,
+    __$operation): not a heap, and listed by sp_helpindex and sys.partitions too."""
+    ct = "OBJECT_ID('cdc.dbo_orders_CT')"
+    assert _rows(
+        orders,
+        "SELECT name, index_id, type, type_desc, is_unique, is_primary_key, "
+        f"is_unique_constraint FROM sys.indexes WHERE object_id = {ct} ORDER BY index_id",
+    ) == [("dbo_orders_CT_clustered_idx", 1, 1, "CLUSTERED", True, False, False)]
+    keys = _rows(
+        orders,
+        "SELECT c.name, ic.key_ordinal, ic.is_descending_key FROM sys.index_columns AS ic "
+        "JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id "
+        f"WHERE ic.object_id = {ct} AND ic.index_id = 1 ORDER BY ic.key_ordinal",
+    )
+    assert keys == [(name, n, False) for n, name in enumerate(CHANGE_TABLE_KEYS, start=1)]
+    assert _rows(orders, "EXEC sp_helpindex N'cdc.dbo_orders_CT'") == [
+        (
+            "dbo_orders_CT_clustered_idx",
+            "clustered, unique located on PRIMARY",
+            ", ".join(CHANGE_TABLE_KEYS),
+        )
+    ]
+    assert _rows(orders, f"SELECT index_id FROM sys.partitions WHERE object_id = {ct}") == [(1,)]
+
+
 def test_a_file_made_before_these_views_gets_them_and_its_keys(db_path: Path) -> None:
     """An older database file (no constraint or index bookkeeping, no views) gets the views when
     opened, with its primary keys, UNIQUE constraints (named as SQL Server names unnamed ones:
@@ -353,3 +384,41 @@ def test_a_file_made_before_these_views_gets_them_and_its_keys(db_path: Path) ->
     assert _value(conn, "SELECT COUNT(*) FROM sys.dm_server_services") == 2
     assert _rows(conn, "SELECT name, type, is_system_named FROM sys.key_constraints") == keys
     conn.close()
+
+
+def test_a_change_table_made_before_its_index_was_kept_gets_it(db_path: Path) -> None:
+    """A file whose change table was recorded as a heap, with the sys.indexes of that time (a
+    view stored with another definition), gets the clustered index and today's views when
+    opened; opened again, nothing is recorded twice."""
+    conn = emulator.connect(db_path, autocommit=True)
+    conn.execute(ORDERS_DDL)
+    enable_cdc(conn)
+    conn.close()
+    raw = sqlite3.connect(db_path)
+    raw.execute("DELETE FROM _emu_indexes WHERE index_id = 1")
+    raw.execute("DELETE FROM _emu_index_columns WHERE index_id = 1")
+    raw.execute('DROP VIEW "sys.indexes"')
+    raw.execute('CREATE VIEW "sys.indexes" AS SELECT 1 AS object_id WHERE 0')
+    raw.commit()
+    raw.close()
+    for _ in range(2):
+        conn = emulator.connect(db_path, autocommit=True)
+        assert _rows(
+            conn,
+            "SELECT name, index_id, type_desc FROM sys.indexes "
+            "WHERE object_id = OBJECT_ID('cdc.dbo_orders_CT')",
+        ) == [("dbo_orders_CT_clustered_idx", 1, "CLUSTERED")]
+        assert _value(
+            conn,
+            "SELECT COUNT(*) FROM sys.index_columns "
+            "WHERE object_id = OBJECT_ID('cdc.dbo_orders_CT')",
+        ) == len(CHANGE_TABLE_KEYS)
+        assert _rows(conn, "EXEC sp_helpindex N'cdc.dbo_orders_CT'")[0][0] == (
+            "dbo_orders_CT_clustered_idx"
+        )
+        conn.close()
+    raw = sqlite3.connect(db_path)
+    assert not storage._stale_views(
+        dict(raw.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'"))
+    )
+    raw.close()

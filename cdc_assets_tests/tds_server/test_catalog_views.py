@@ -8,6 +8,7 @@ the file.)
 """
 
 from cdc_assets_tests.emulator.test_catalog_views import (
+    test_a_change_table_has_its_clustered_index,
     test_default_constraints_in_sql_servers_text,
     test_foreign_keys_are_refused_and_the_empty_views,
     test_identity_columns_seed_increment_and_last_value,
@@ -21,6 +22,7 @@ from cdc_assets_tests.tds_server.test_emulator_semantics import driver_exception
 
 __all__ = [
     "driver_exceptions",
+    "test_a_change_table_has_its_clustered_index",
     "test_default_constraints_in_sql_servers_text",
     "test_foreign_keys_are_refused_and_the_empty_views",
     "test_identity_columns_seed_increment_and_last_value",
