@@ -46,6 +46,9 @@ class Plan:
 
     kind: ``query`` (rows), ``dml`` (rowcount), ``action`` (DDL, procedures: ``payload`` is a
     callable taking the session and the caller's parameters).
+
+    reads_table: False for a query that reads no table (``SELECT @@TRANCOUNT``, ``SELECT 1``),
+    at which SQL Server opens no implicit transaction; set once when the statement is planned.
     """
 
     kind: str
@@ -57,6 +60,7 @@ class Plan:
     lock: bool = False
     writes: bool = False
     payload: Action | None = None
+    reads_table: bool = True
 
 
 @dataclass

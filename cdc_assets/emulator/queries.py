@@ -10,6 +10,7 @@ get a SQLite alias ``"<n> [EMU_...]"`` so sqlite3 converts them in C (``PARSE_CO
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from sqlglot import exp
@@ -396,6 +397,9 @@ class QueryTranslation(TranslatorCore):
         return exp.Table(this=ident(marker), alias=exp.TableAlias(this=ident(alias)))
 
 
+_FROM = re.compile(r"\bFROM\b", re.IGNORECASE)
+
+
 def _set_order_position(target: exp.Expression, first: list[exp.Expression]) -> int:
     """The select-list position an ORDER BY item of a set operation names (error 104 if none)."""
     for position, projection in enumerate(first, start=1):
@@ -418,4 +422,9 @@ def plan_query(tr: QueryTranslation, node: exp.Expression, _text: str) -> Plan:
     outs = tr.query(node, None, top=True)
     sql, slots = tr.finish(tr.sql(node))
     columns = tuple(ResultColumn(o.name, o.type, o.python_type) for o in outs)
-    return Plan("query", sql=sql, slots=slots, columns=columns, lock=tr.lock)
+    # read from the SQLite text, not the tables resolved: a function may read one (OBJECT_ID,
+    # sys.fn_cdc_get_max_lsn() are subqueries of the catalog or the CDC tables)
+    reads_table = _FROM.search(sql) is not None
+    return Plan(
+        "query", sql=sql, slots=slots, columns=columns, lock=tr.lock, reads_table=reads_table
+    )

@@ -380,7 +380,7 @@ class Session:
         plan = self.plan(statement.text)
         # SQL Server opens an implicit transaction at a statement that touches a table, not at a
         # SELECT of variables or functions only (SELECT @@TRANCOUNT).
-        tx = self.tx if _reads_no_table(plan) else self.implicit_transaction()
+        tx = self.implicit_transaction() if plan.reads_table else self.tx
         if tx is not None and tx.level in LOCKING_LEVELS and tx.sqlite_mode is None:
             self.ensure_write(tx)
         level = tx.level if tx is not None else self.level
@@ -825,7 +825,6 @@ class Session:
             give_sqlite(self.path, self.timeout, self.db)
 
 
-_FROM = re.compile(r"\bFROM\b", re.IGNORECASE)
 _BATCH_CONTROL = frozenset(
     ("if", "block", "use", "declare", "declare_table", "assign", "insert_variable")
 )
@@ -837,8 +836,3 @@ def _verb(plan: Plan) -> str:
         return "UPDATE"
     words = re.findall(r"\b(INSERT|UPDATE|DELETE)\b", (plan.sql or "")[:200].upper())
     return words[0] if words else ""
-
-
-def _reads_no_table(plan: Plan) -> bool:
-    """A query whose SQLite form reads no table (``SELECT @@TRANCOUNT``, ``SELECT 1``)."""
-    return plan.kind == "query" and plan.sql is not None and _FROM.search(plan.sql) is None
