@@ -282,6 +282,13 @@ class Connection:
         value = self._session.last_commit_lsn
         return None if value is None else value.to_bytes(10, "big")
 
+    @property
+    def trancount(self) -> int:
+        """Emulator extra: this connection's ``@@TRANCOUNT`` (0: no transaction open), read
+        without running a statement."""
+        tx = self._session.tx
+        return tx.trancount if tx is not None else 0
+
     def cursor(self) -> Cursor:
         self._check()
         return Cursor(self)

@@ -80,7 +80,6 @@ log = logging.getLogger(__name__)
 
 _FETCH = 500
 _PEEK = 64
-_TRAN_WORDS_RE = re.compile(r"\b(BEGIN|COMMIT|ROLLBACK|SAVE)\b", re.IGNORECASE)
 _DATATYPE_INFO_RE = re.compile(
     r"^\s*(?:EXEC(?:UTE)?\s+)?(?:\[?sys\]?\.)?\[?sp_datatype_info(?:_100|_90)?\]?\s*(-?\d+)?",
     re.IGNORECASE,
@@ -298,7 +297,7 @@ class ClientConnection:
         try:
             cursor.execute(sql, list(params))
         except EmulatorError as exc:
-            self._sync_transaction(writer, sql, failed=True)
+            self._sync_transaction(writer, failed=True)
             for token_bytes in error_tokens(exc):
                 writer.write(token_bytes)
             writer.write(
@@ -310,7 +309,7 @@ class ClientConnection:
             writer.write(b"".join(internal_error_tokens(exc)))
             writer.write(done(DONE_ERROR | (DONE_MORE if more else 0), token=token))
             return False
-        self._sync_transaction(writer, sql, failed=False)
+        self._sync_transaction(writer, failed=False)
         try:
             while True:
                 if cursor.description is not None:
@@ -388,20 +387,14 @@ class ClientConnection:
     def _inxact(self) -> int:
         return DONE_INXACT if self.tran_id is not None else 0
 
-    def _sync_transaction(self, writer: ResponseWriter, sql: str, *, failed: bool) -> None:
-        """Tell the client (ENVCHANGE) when the statement began or ended a transaction."""
-        # With implicit transactions on (autocommit off, or SET IMPLICIT_TRANSACTIONS ON), any
-        # statement that touches a table may have begun one.
-        may_begin = not self.conn.autocommit or _TRAN_WORDS_RE.search(sql)
-        if self.tran_id is None and (failed or not may_begin):
+    def _sync_transaction(self, writer: ResponseWriter, *, failed: bool) -> None:
+        """Tell the client (ENVCHANGE) when the statement began or ended a transaction: the
+        emulator connection's ``@@TRANCOUNT``, read without a statement. A failed statement
+        announces only the end of a transaction the client knows of."""
+        if self.tran_id is None and failed:
             return
-        probe = self.conn.cursor()
-        try:
-            probe.execute("SELECT @@TRANCOUNT")
-            count = probe.fetchone()[0]
-        finally:
-            probe.close()
-        self._announce(writer, in_transaction=count > 0, rolled_back=failed)
+        in_transaction = self.conn.trancount > 0
+        self._announce(writer, in_transaction=in_transaction, rolled_back=failed)
 
     def _announce(self, writer: ResponseWriter, *, in_transaction: bool, rolled_back: bool) -> None:
         if in_transaction and self.tran_id is None:

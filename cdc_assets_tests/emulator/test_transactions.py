@@ -107,6 +107,38 @@ def test_nested_and_implicit_transactions(connect: Callable[..., Connection]) ->
     assert other.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 2
 
 
+def test_trancount_attribute_is_trancount(connect: Callable[..., Connection]) -> None:
+    """``Connection.trancount`` (what the TDS server reads to report transactions) is
+    ``@@TRANCOUNT``: implicit and nested transactions, COMMIT, ROLLBACK, a failed statement."""
+    conn = connect(autocommit=False)
+
+    def both() -> tuple[int, int]:
+        count = conn.trancount  # read first: the SELECT below opens nothing (no table)
+        return count, conn.execute("SELECT @@TRANCOUNT").fetchone()[0]
+
+    assert both() == (0, 0)
+    conn.execute("CREATE TABLE t (id int PRIMARY KEY)")
+    assert both() == (1, 1)
+    conn.execute("BEGIN TRAN")
+    assert both() == (2, 2)
+    conn.execute("COMMIT")
+    assert both() == (1, 1)
+    conn.commit()
+    assert both() == (0, 0)
+    with pytest.raises(emulator.DatabaseError):
+        conn.execute("INSERT INTO t VALUES (1), (1)")
+    assert both() == (1, 1)  # the implicit transaction stays open, as in SQL Server
+    conn.rollback()
+    assert both() == (0, 0)
+    conn.autocommit = True
+    conn.execute("INSERT INTO t VALUES (2)")
+    assert both() == (0, 0)
+    conn.execute("BEGIN TRAN")
+    assert both() == (1, 1)
+    conn.execute("ROLLBACK")
+    assert both() == (0, 0)
+
+
 def test_read_committed_reads_see_new_commits(connect: Callable[..., Connection]) -> None:
     reader = connect(autocommit=False)
     writer = connect()
