@@ -17,7 +17,7 @@ and prints per-table milliseconds for the first two and the ratio of each size's
 per-scan) cost to the smallest size's: a cost that grows with the number of tables per table is
 quadratic. Times are this process's CPU seconds (the emulator, SQLite included, runs in it), so
 other load on a shared machine does not blur the ratios; ``--wall`` measures wall-clock time.
-The tables are made with :func:`cdc_assets.emulator.workload.create_captured_tables`.
+The tables are made with :func:`cdc_assets.workload.create_captured_tables`.
 
 What remains above 1x at 1,000 tables is SQLite's own: every CREATE TABLE / INDEX / TRIGGER scans
 ``sqlite_master`` (about 13 schema objects per captured table), and every new SQLite connection
@@ -43,7 +43,7 @@ from _common import machine_line
 
 from cdc_assets import emulator
 from cdc_assets.emulator import capture
-from cdc_assets.emulator.workload import create_captured_tables
+from cdc_assets.workload import create_captured_tables
 
 STEPS = ("create", "enable", "first scan", "idle scan", "1-row scan", "new conn", "scan(path)")
 PER_TABLE = ("create", "enable")

@@ -40,7 +40,7 @@ from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG, step_seconds
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
 from cdc_assets.dagster.source import load_source
-from cdc_assets.sqlserver.connection import EmulatorConnectionFactory, EmulatorSettings
+from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.sqlserver.snapshot import snapshot_table
 
 TABLE = "bench"

@@ -31,10 +31,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from cdc_assets import emulator
+from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver.catalog import CaptureInstance, discover
 from cdc_assets.sqlserver.changes import read_changes, read_function_changes
-from cdc_assets.sqlserver.connection import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.sqlserver.snapshot import snapshot_table
 
 TABLE = "bench"

@@ -30,16 +30,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from source_read import TABLE, build
 
+from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver.catalog import discover
 from cdc_assets.sqlserver.changes import read_changes
-from cdc_assets.sqlserver.connection import (
-    ConnectionFactory,
-    EmulatorConnectionFactory,
-    EmulatorSettings,
-    OdbcConnectionFactory,
-    OdbcSettings,
-)
+from cdc_assets.sqlserver.connection import ConnectionFactory, OdbcConnectionFactory, OdbcSettings
 from cdc_assets.sqlserver.odbc_drivers import msodbcsql18_path
 from cdc_assets.sqlserver.snapshot import snapshot_table
 from cdc_assets.tds_server import TdsServer

@@ -29,8 +29,8 @@ from cdc_assets.process_group import die_with_parent, raise_keyboard_interrupt, 
 
 if TYPE_CHECKING:
     from cdc_assets.emulator import Connection
-    from cdc_assets.emulator.workload import WorkloadStats
     from cdc_assets.lsn import Lsn
+    from cdc_assets.workload import WorkloadStats
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -181,7 +181,7 @@ def _cmd_create(args: argparse.Namespace, out: IO[str]) -> int:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from cdc_assets.emulator.workload import DEMO_TABLES, create_demo_database
+    from cdc_assets.workload import DEMO_TABLES, create_demo_database
 
     started = time.monotonic()
     conn = _connect(path)
@@ -225,7 +225,7 @@ def _cmd_workload(args: argparse.Namespace, out: IO[str]) -> int:
     path: Path = args.path
     _require_emulator_db(path)
     from cdc_assets import emulator
-    from cdc_assets.emulator.workload import DEMO_TABLES, Workload
+    from cdc_assets.workload import DEMO_TABLES, Workload
 
     conn = _connect(path)
     monitor = _connect(path)

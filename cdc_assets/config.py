@@ -43,8 +43,9 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.spark_connect_address import spark_connect_address
-from cdc_assets.sqlserver.connection import DsnSettings, EmulatorSettings, OdbcSettings
+from cdc_assets.sqlserver.connection import DsnSettings, OdbcSettings
 
 # Dagster's owner formats: an e-mail address or a team.
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")

@@ -8,7 +8,7 @@ import pytest
 
 from cdc_assets import emulator
 from cdc_assets.cli import main
-from cdc_assets.emulator.demo_schema import DEMO_TABLES
+from cdc_assets.workload import DEMO_TABLES
 
 
 @pytest.fixture

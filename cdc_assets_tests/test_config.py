@@ -18,8 +18,9 @@ from cdc_assets.config import (
     parse_config,
     parse_source_component,
 )
+from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.spark_connect_address import spark_connect_address
-from cdc_assets.sqlserver import EmulatorSettings, OdbcSettings
+from cdc_assets.sqlserver import OdbcSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "Sup3r-Secret!"

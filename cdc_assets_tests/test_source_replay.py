@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdc_assets import emulator
+from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.lsn import Lsn
 from cdc_assets.sqlserver import (
-    EmulatorSettings,
     SnapshotRead,
     connection_factory,
     discover,

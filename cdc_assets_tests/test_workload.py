@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator.demo_schema import DEMO_TABLES, TableDef
-from cdc_assets.emulator.workload import Workload, create_demo_database, read_rows
+from cdc_assets.workload import DEMO_TABLES, TableDef, Workload, create_demo_database, read_rows
 from cdc_assets_tests.support.replay import replay_keyed, replay_multiset
 
 ALL_TYPES = {

@@ -21,10 +21,10 @@ from dagster import DagsterInstance, Definitions
 
 from cdc_assets import emulator
 from cdc_assets.config import parse_config
-from cdc_assets.emulator.workload import Workload, create_demo_database
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import get_max_lsn, last_transaction_lsn
+from cdc_assets.workload import Workload, create_demo_database
 
 from .definitions_builder import build_definitions
 from .in_process import step_seconds, sync_step

@@ -19,7 +19,10 @@ no import circle):
 - the other planners: ``dml``, ``ddl`` and ``procedures`` (with ``catalog_rows`` and ``capture``,
   the agent's jobs), ``help_procedures`` (``sp_help`` ...);
 - ``session`` (transactions, LSNs, execution), ``dbapi`` (the pyodbc-like API a wire server or a
-  test uses); ``workload`` and ``demo_schema`` only speak T-SQL through a connection.
+  test uses), ``connection_factory`` (the settings of a source configured with ``emulator:``).
+
+The demo tables and the workload that drives them are in :mod:`cdc_assets.workload` (plain
+T-SQL over any connection); nothing here imports them, nor the SQL Server layer.
 """
 
 from .capture import CaptureAgent, cleanup, scan

@@ -23,8 +23,11 @@ class Error(Exception):
     """Base class of every emulator error (PEP 249 ``Error``).
 
     ``args == (sqlstate, message)`` as with pyodbc; ``number`` is the SQL Server error number
-    (0 when there is none).
+    (0 when there is none); ``hint`` says what to do, when the emulator knows (pyodbc's errors
+    have none).
     """
+
+    hint: str = ""
 
     def __init__(self, sqlstate: str, message: str, number: int = 0) -> None:
         super().__init__(sqlstate, message)
@@ -77,6 +80,19 @@ class NotSupportedError(DatabaseError):
 def _message(sqlstate: str, text: str, number: int) -> str:
     suffix = f" ({number})" if number else ""
     return f"[{sqlstate}] {DRIVER}{text}{suffix} (SQLExecDirectW)"
+
+
+def database_file_missing(path: str) -> OperationalError:
+    """No emulator database at ``path``, from a connection factory that never creates one; the
+    text and SQLSTATE of a client that cannot reach its server."""
+    error = OperationalError(
+        "08001", f"[08001] [cdc_assets emulator]The emulated source {path} does not exist."
+    )
+    error.hint = (
+        f"Create it with 'make demo' (the demo's .demo/source.db) or "
+        f"'cdc-assets emulator create {path}'."
+    )
+    return error
 
 
 def server_error(

@@ -44,9 +44,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import (
     CaptureInstance,
     Column,
-    DsnSettings,
-    EmulatorSettings,
-    OdbcSettings,
+    ConnectionSettings,
     SqlServerError,
     connection_factory,
     read_changes,
@@ -96,7 +94,7 @@ REPLAY_FROM = "__$replay_from"
 SNAPSHOT_LSN = "__$snapshot_lsn"
 SNAPSHOT_COLUMNS = (REPLAY_FROM, SNAPSHOT_LSN)
 DEFAULT_BATCH_ROWS = 10_000
-Settings = OdbcSettings | EmulatorSettings | DsnSettings
+Settings = ConnectionSettings
 
 # An error raised in a task reaches the driver as text inside a PythonException; this marker
 # lets :func:`unwrap_source_error` find the source's own message in it.

@@ -2,7 +2,7 @@
 
 One module per concern, each with its T-SQL as constants next to the function that sends it:
 
-- :mod:`.connection` — settings (ODBC Driver 18 / FreeTDS, or the emulator) and connection factories
+- :mod:`.connection` — settings (ODBC Driver 18 / FreeTDS, or naming their own) and factories
 - :mod:`.catalog` — capture instances, captured and key columns, the current instance
 - :mod:`.lsn_queries` — min/max LSN, increment/decrement, LSN <-> commit time
 - :mod:`.changes` — change rows of an LSN range as Arrow batches, with validity checks
@@ -32,8 +32,8 @@ from .changes import (
 )
 from .connection import (
     ConnectionFactory,
+    ConnectionSettings,
     DsnSettings,
-    EmulatorSettings,
     OdbcSettings,
     connection_factory,
 )
@@ -99,9 +99,9 @@ __all__ = [
     "CdcNotEnabled",
     "Column",
     "ConnectionFactory",
+    "ConnectionSettings",
     "DatabaseInfo",
     "DsnSettings",
-    "EmulatorSettings",
     "ExactSnapshot",
     "KeyRange",
     "KeylessTableNeedsSnapshotIsolation",

@@ -1,4 +1,4 @@
-"""Where DB-API connections come from: pyodbc for a real SQL Server, or the embedded emulator.
+"""Where DB-API connections come from: pyodbc for a real SQL Server, or settings naming a factory.
 
 Settings are pydantic models, so a bad value fails with the field's name and the fix
 (DESIGN.md section 8). A :class:`ConnectionFactory` turns settings into connections and is
@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -42,12 +41,13 @@ __all__ = [
     "DEFAULT_DRIVER",
     "FREETDS_DRIVER",
     "ConnectionFactory",
+    "ConnectionSettings",
     "DsnSettings",
-    "EmulatorConnectionFactory",
-    "EmulatorSettings",
     "OdbcConnectionFactory",
     "OdbcSettings",
     "RawOdbcConnectionFactory",
+    "SourceSettings",
+    "TranslatedErrors",
     "connection_factory",
     "datetimeoffset_from_odbc",
 ]
@@ -201,15 +201,6 @@ class OdbcSettings(BaseModel):
         return ";".join(f"{k}={_odbc_value(v)}" for k, v in parts) + ";"
 
 
-class EmulatorSettings(BaseModel):
-    """The embedded emulator: a SQLite file path (shared by all processes that open it)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    path: Path = Field(description="Path of the emulator's database file.")
-    timeout: float = Field(default=30.0, gt=0, description="Lock wait time-out, seconds.")
-
-
 class DsnSettings(BaseModel):
     """A complete ODBC connection string (e.g. from ``CDC_TEST_SQLSERVER_DSN``); secret as a
     whole, since it usually holds the password."""
@@ -336,39 +327,39 @@ class RawOdbcConnectionFactory:
         return "RawOdbcConnectionFactory(connection_string='**********')"
 
 
+@runtime_checkable
+class SourceSettings(Protocol):
+    """Settings of a DB-API driver outside this layer that name their own connection factory
+    (the emulator's ``EmulatorSettings``); the factory raises that driver's DB-API errors."""
+
+    def connection_factory(self) -> ConnectionFactory: ...
+
+
+ConnectionSettings = OdbcSettings | DsnSettings | SourceSettings
+
+
 @dataclass(frozen=True)
-class EmulatorConnectionFactory:
-    settings: EmulatorSettings
+class TranslatedErrors:
+    """A factory whose DB-API errors are raised as :class:`SqlServerError`, as pyodbc's are."""
+
+    factory: ConnectionFactory
 
     def connect(self, *, autocommit: bool = True) -> DbapiConnection:
-        from cdc_assets import emulator
-
-        path = Path(self.settings.path)
-        if not path.is_file():
-            # emulator.connect would create an empty database there (CREATE DATABASE): never as
-            # a side effect of reading a source.
-            raise SourceUnreachable(
-                f"The emulated source {path} does not exist.",
-                hint=f"Create it with 'make demo' (the demo's .demo/source.db) or "
-                f"'cdc-assets emulator create {path}'.",
-            )
         try:
-            conn: DbapiConnection = emulator.connect(
-                str(self.settings.path), autocommit=autocommit, timeout=self.settings.timeout
-            )
-        except emulator.Error as exc:
-            raise translate_dbapi_error(exc) from None
-        return conn
+            return self.factory.connect(autocommit=autocommit)
+        except Exception as exc:
+            if is_dbapi_error(exc):
+                raise translate_dbapi_error(exc) from None
+            raise
 
 
-def connection_factory(
-    settings: OdbcSettings | EmulatorSettings | DsnSettings,
-) -> ConnectionFactory:
-    """The factory for ``settings``."""
+def connection_factory(settings: ConnectionSettings) -> ConnectionFactory:
+    """The factory for ``settings``: pyodbc's for ODBC and DSN settings, else the one the
+    settings name, its errors translated."""
     if isinstance(settings, OdbcSettings):
         return OdbcConnectionFactory(settings)
-    if isinstance(settings, EmulatorSettings):
-        return EmulatorConnectionFactory(settings)
     if isinstance(settings, DsnSettings):
         return RawOdbcConnectionFactory(settings)
+    if isinstance(settings, SourceSettings):
+        return TranslatedErrors(settings.connection_factory())
     raise TypeError(f"no connection factory for {type(settings).__name__}")

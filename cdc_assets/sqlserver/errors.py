@@ -257,10 +257,26 @@ def translate_dbapi_error(
 
     The context arguments fill in what the server message does not say (error 313 names no
     capture instance). Unknown errors become a plain :class:`SqlServerError` keeping the text and
-    the native number.
+    the native number. A driver's error that carries a ``hint`` (the emulator's do) keeps it.
     """
     if isinstance(exc, SqlServerError):
         return exc
+    error = _translated(
+        exc, capture_instance=capture_instance, requested=requested, database=database
+    )
+    hint = getattr(exc, "hint", None)
+    if isinstance(hint, str) and hint:
+        error.hint = hint
+    return error
+
+
+def _translated(
+    exc: BaseException,
+    *,
+    capture_instance: str | None,
+    requested: object,
+    database: str | None,
+) -> SqlServerError:
     message = _message(exc)
     number = native_error_number(exc)
     state = _sqlstate(exc)

@@ -14,9 +14,11 @@ import hmac
 import logging
 import re
 import socket
+import ssl
 import struct
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from cdc_assets import emulator
 from cdc_assets.emulator import Error as EmulatorError
@@ -73,9 +75,6 @@ from .wire import (
     row,
 )
 
-if TYPE_CHECKING:
-    from .server import TdsServer
-
 log = logging.getLogger(__name__)
 
 _FETCH = 500
@@ -92,11 +91,26 @@ _COMMANDS = {"INSERT": 0xC3, "DELETE": 0xC4, "UPDATE": 0xC5}
 ENV_BEGIN, ENV_COMMIT, ENV_ROLLBACK = 8, 9, 10
 
 
+@dataclass(frozen=True)
+class ServedDatabase:
+    """What a client connection needs from its server: the database served and who may log in,
+    the time-outs and TLS, where a login attempt is recorded and the next transaction id."""
+
+    path: str
+    database: str
+    logins: Mapping[str, str]
+    tls_context: ssl.SSLContext | None
+    lock_timeout: float
+    login_timeout: float
+    record_login: Callable[[LoginAttempt], None]
+    next_transaction_id: Callable[[], int]
+
+
 class ClientConnection:
     """Serves one socket until the client leaves or breaks the protocol."""
 
-    def __init__(self, server: TdsServer, sock: socket.socket) -> None:
-        self.server = server
+    def __init__(self, served: ServedDatabase, sock: socket.socket) -> None:
+        self.served = served
         self.sock = sock
         self.transport = Transport(sock)
         self.packet_size = 4096
@@ -133,18 +147,18 @@ class ClientConnection:
 
     # -- login -----------------------------------------------------------------------------------
     def _login(self) -> bool:
-        self.sock.settimeout(self.server.login_timeout)
+        self.sock.settimeout(self.served.login_timeout)
         kind, _, payload = read_message(self.transport)
         if kind != PRELOGIN:
             raise ProtocolError(f"expected PRELOGIN, got packet type {kind}")
         options = parse_prelogin(payload)
         requested = options.get(0x01, b"\x02")[:1] or b"\x02"
-        encryption = negotiate(requested[0], self.server.tls_context)
+        encryption = negotiate(requested[0], self.served.tls_context)
         attempt = LoginAttempt(requested[0])
-        self.server.login_attempts.append(attempt)
+        self.served.record_login(attempt)
         self._send_reply(prelogin_reply(encryption))
-        if encryption == 1 and self.server.tls_context is not None:
-            tls_handshake(self.transport, self.server.tls_context)
+        if encryption == 1 and self.served.tls_context is not None:
+            tls_handshake(self.transport, self.served.tls_context)
         kind, _, payload = read_message(self.transport)
         if kind != LOGIN7:
             raise ProtocolError(f"expected LOGIN7, got packet type {kind}")
@@ -155,14 +169,14 @@ class ClientConnection:
             login.app_name,
         )
         attempt.tds_version = login.tds_version
-        expected = self.server.logins.get(login.user)
+        expected = self.served.logins.get(login.user)
         if expected is None or not hmac.compare_digest(
             expected.encode("utf-8"), login.password.encode("utf-8")
         ):
             refusal = message(18456, 1, 14, f"Login failed for user '{login.user}'.")
             self._send_reply(refusal + done(DONE_ERROR))
             return False
-        database = self.server.database
+        database = self.served.database
         if login.database and login.database.lower() != database.lower():
             text = f'Cannot open database "{login.database}" requested by the login. '
             refusal = message(4060, 1, 11, text + "The login failed.")
@@ -171,9 +185,9 @@ class ClientConnection:
             return False
         try:
             self.conn = emulator.connect(
-                self.server.path,
+                self.served.path,
                 autocommit=True,
-                timeout=self.server.lock_timeout,
+                timeout=self.served.lock_timeout,
                 login=login.user or "sa",
             )
         except EmulatorError as exc:
@@ -398,7 +412,7 @@ class ClientConnection:
 
     def _announce(self, writer: ResponseWriter, *, in_transaction: bool, rolled_back: bool) -> None:
         if in_transaction and self.tran_id is None:
-            self.tran_id = self.server.next_transaction_id()
+            self.tran_id = self.served.next_transaction_id()
             writer.write(envchange_bytes(ENV_BEGIN, struct.pack("<q", self.tran_id), b""))
         elif not in_transaction and self.tran_id is not None:
             old = struct.pack("<q", self.tran_id)
@@ -465,4 +479,4 @@ def _exec_text(proc: str, params: Sequence[rq.Param]) -> tuple[str, list[Any]]:
     return text, [p.value for p in params]
 
 
-__all__ = ["REPLY", "ClientConnection"]
+__all__ = ["REPLY", "ClientConnection", "ServedDatabase"]

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
-from .client import ClientConnection
+from .client import ClientConnection, ServedDatabase
 from .login import LoginAttempt
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,16 @@ class TdsServer:
         self._tran_ids = itertools.count(1)
         self._stopping = threading.Event()
         self.login_attempts: deque[LoginAttempt] = deque(maxlen=100)  # the latest, for operators
+        self._served = ServedDatabase(
+            path=self.path,
+            database=self.database,
+            logins=self.logins,
+            tls_context=self.tls_context,
+            lock_timeout=self.lock_timeout,
+            login_timeout=self.login_timeout,
+            record_login=self.login_attempts.append,
+            next_transaction_id=self.next_transaction_id,
+        )
 
     @property
     def port(self) -> int:
@@ -154,7 +164,7 @@ class TdsServer:
                     sock.close()  # a login flood: refuse, keep serving the others
                     continue
                 number = next(self._ids)
-                client = ClientConnection(self, sock)
+                client = ClientConnection(self._served, sock)
                 self._clients[number] = client
             threading.Thread(
                 target=self._serve, args=(number, client), name=f"tds-{number}", daemon=True

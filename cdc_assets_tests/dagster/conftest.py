@@ -38,10 +38,10 @@ from cdc_assets.dagster.in_process import (
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_state
 from cdc_assets.dagster.names import sync_job_name
 from cdc_assets.dagster.source import Source, Table, load_source
-from cdc_assets.emulator.workload import DEMO_TABLES, TableDef, Workload, create_demo_database
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.stored_columns import encode_for_delta
+from cdc_assets.workload import DEMO_TABLES, TableDef, Workload, create_demo_database
 from cdc_assets_tests.support.outside_spark import multiset, read_with_duckdb
 
 SOURCE = "shop"

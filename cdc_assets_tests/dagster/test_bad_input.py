@@ -18,9 +18,9 @@ from cdc_assets.dagster.chain import range_partitions
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.names import PARTITION_TAG, SNAPSHOT_PARTITION, SOURCE_TAG, partitions_name
 from cdc_assets.dagster.source import load_source
-from cdc_assets.emulator.demo_schema import ColumnDef, TableDef
 from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver import CdcNotEnabled
+from cdc_assets.workload import ColumnDef, TableDef
 
 from .conftest import SOURCE, SyncHarness, failure_text, make_harness
 

@@ -37,9 +37,8 @@ from pyspark.sql import functions as F
 from cdc_assets import emulator
 from cdc_assets.dagster.chain import range_partitions
 from cdc_assets.dagster.names import partitions_name
-from cdc_assets.emulator.demo_schema import ColumnDef
-from cdc_assets.emulator.workload import TableDef
 from cdc_assets.lsn import LsnRange
+from cdc_assets.workload import ColumnDef, TableDef
 
 from .conftest import SOURCE, SyncHarness, failure_text, make_harness
 

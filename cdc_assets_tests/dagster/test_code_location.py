@@ -27,7 +27,7 @@ from cdc_assets.dagster.names import (
     source_table_key,
     sync_job_name,
 )
-from cdc_assets.emulator.workload import DEMO_TABLES, create_demo_database
+from cdc_assets.workload import DEMO_TABLES, create_demo_database
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).parent / "dagster"

@@ -21,9 +21,8 @@ from cdc_assets.dagster.names import RANGE_LANE_TAG, SNAPSHOT_PARTITION
 from cdc_assets.dagster.source import Table
 from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.dagster.table_failures import FAILED_TABLES_TAG, pause_after
-from cdc_assets.emulator.demo_schema import TableDef
-from cdc_assets.emulator.workload import small_tables
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.workload import TableDef, small_tables
 from cdc_assets_tests.support.outside_spark import multiset, read_with_duckdb
 
 from .conftest import SyncHarness, assert_succeeded, failure_text, hold, make_harness

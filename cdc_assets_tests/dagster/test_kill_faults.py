@@ -46,10 +46,10 @@ from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.names import PARTITION_TAG, SOURCE_TAG
 from cdc_assets.dagster.source import load_source
-from cdc_assets.emulator.workload import DEMO_TABLES, create_demo_database
 from cdc_assets.lsn import LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.asset_store import PARTITION_COLUMN, AssetStore
+from cdc_assets.workload import DEMO_TABLES, create_demo_database
 
 from . import kill_runner
 from .conftest import SOURCE, SyncHarness

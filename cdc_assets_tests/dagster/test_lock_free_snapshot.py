@@ -28,10 +28,10 @@ from pyspark.sql import SparkSession
 from cdc_assets import emulator
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION
-from cdc_assets.emulator.workload import Workload, small_tables
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import snapshot_chunks
 from cdc_assets.sqlserver import get_max_lsn, read_changes
+from cdc_assets.workload import Workload, small_tables
 from cdc_assets_tests.support.outside_spark import read_with_duckdb
 
 from .conftest import SyncHarness, assert_succeeded, make_harness

@@ -18,10 +18,10 @@ from cdc_assets.dagster.names import (
     partitions_name,
     sync_job_name,
 )
-from cdc_assets.emulator.workload import DEMO_TABLES
 from cdc_assets.spark import mirror_store, table_maintenance
 from cdc_assets.spark.asset_store import local_path
 from cdc_assets.spark.mirror_store import lsn_versions, read_mirror_as_of
+from cdc_assets.workload import DEMO_TABLES
 
 from .conftest import SOURCE, SyncHarness, failure_text, make_harness
 

@@ -18,8 +18,8 @@ from cdc_assets.dagster.health_checks import CAPTURE_HEALTH
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.names import CHAIN, COVERAGE
 from cdc_assets.dagster.sync_state import SourceSync
-from cdc_assets.emulator.workload import DEMO_TABLES
 from cdc_assets.lsn import LsnRange
+from cdc_assets.workload import DEMO_TABLES
 
 from .conftest import SyncHarness, failure_text, make_harness
 

@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 
 from cdc_assets.dagster.chain import range_partitions, retired_through
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name
-from cdc_assets.emulator.workload import DEMO_TABLES
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.workload import DEMO_TABLES
 
 from .conftest import SOURCE, SyncHarness, failure_text, make_harness
 

@@ -27,11 +27,11 @@ from cdc_assets.dagster.metadata import OPERATION_NAMES
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_state
 from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.dagster.source import Table
-from cdc_assets.emulator.workload import DEMO_TABLES
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import discover, get_max_lsn, get_min_lsn, plan_next_range
 from cdc_assets.sqlserver.ranges import RANGE_STATS_QUERY
+from cdc_assets.workload import DEMO_TABLES
 
 from .conftest import QUIET, SOURCE, SyncHarness, failure_text, make_harness
 

@@ -14,8 +14,8 @@ from pyspark.sql import SparkSession
 from cdc_assets import emulator
 from cdc_assets.dagster import table_steps
 from cdc_assets.dagster.sync_state import SourceSync
-from cdc_assets.emulator.workload import small_tables
 from cdc_assets.lsn import LsnRange
+from cdc_assets.workload import small_tables
 
 from .conftest import SOURCE, SyncHarness, assert_small_mirrors_equal, failure_text, make_harness
 

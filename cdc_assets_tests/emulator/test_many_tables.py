@@ -17,7 +17,7 @@ import pytest
 
 from cdc_assets import emulator
 from cdc_assets.emulator import Connection, catalog, sqlite_db
-from cdc_assets.emulator.workload import Workload, create_captured_tables, small_tables
+from cdc_assets.workload import Workload, create_captured_tables, small_tables
 
 from .conftest import all_changes
 

@@ -21,13 +21,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from cdc_assets import emulator
-from cdc_assets.emulator.demo_schema import DEMO_TABLES, TableDef
-from cdc_assets.emulator.workload import create_demo_database
+from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import asset_store, delta_log, mirror_store, sqlserver_source
 from cdc_assets.spark.asset_store import AssetStore, RowsInDriver, local_path
 from cdc_assets.spark.stored_columns import STORED_NAME, STORED_TYPE
-from cdc_assets.sqlserver import EmulatorSettings, discover, get_max_lsn
+from cdc_assets.sqlserver import discover, get_max_lsn
+from cdc_assets.workload import DEMO_TABLES, TableDef, create_demo_database
 from cdc_assets_tests.support.outside_spark import (
     multiset,
     read_with_duckdb,

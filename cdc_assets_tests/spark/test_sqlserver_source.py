@@ -24,8 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_assets import emulator
-from cdc_assets.emulator.demo_schema import DEMO_TABLES, TableDef
-from cdc_assets.emulator.workload import Workload, create_demo_database
+from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source as source
 from cdc_assets.spark.sqlserver_source import (
@@ -44,7 +43,6 @@ from cdc_assets.spark.sqlserver_source import (
 )
 from cdc_assets.sqlserver import (
     CaptureInstance,
-    EmulatorSettings,
     KeylessTableNeedsSnapshotIsolation,
     KeyRange,
     OdbcSettings,
@@ -57,6 +55,7 @@ from cdc_assets.sqlserver import (
 )
 from cdc_assets.sqlserver.chunks import plan_key_ranges
 from cdc_assets.sqlserver.snapshot import read_rows
+from cdc_assets.workload import DEMO_TABLES, TableDef, Workload, create_demo_database
 
 ROWS = 300
 CHUNK_ROWS = 70

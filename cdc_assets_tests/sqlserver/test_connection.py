@@ -12,14 +12,14 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from cdc_assets import emulator
+from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.sqlserver.arrow_types import arrow_mapping
 from cdc_assets.sqlserver.connection import (
     DsnSettings,
-    EmulatorConnectionFactory,
-    EmulatorSettings,
     OdbcConnectionFactory,
     OdbcSettings,
     RawOdbcConnectionFactory,
+    TranslatedErrors,
     connection_factory,
     datetimeoffset_from_odbc,
 )
@@ -126,7 +126,8 @@ def test_password_never_in_repr_str_or_logs(caplog: pytest.LogCaptureFixture) ->
 def test_factories_dispatch_and_pickle(tmp_path: Path) -> None:
     assert isinstance(connection_factory(settings()), OdbcConnectionFactory)
     emulated = connection_factory(EmulatorSettings(path=tmp_path / "x.db"))
-    assert isinstance(emulated, EmulatorConnectionFactory)
+    assert isinstance(emulated, TranslatedErrors)
+    assert emulated.factory == EmulatorConnectionFactory(EmulatorSettings(path=tmp_path / "x.db"))
     raw = connection_factory(DsnSettings(connection_string=SecretStr("DRIVER=FreeTDS")))
     assert isinstance(raw, RawOdbcConnectionFactory)
     for factory in (connection_factory(settings()), emulated, raw):
@@ -139,7 +140,7 @@ def test_emulator_factory_connects(tmp_path: Path) -> None:
     missing = tmp_path / "e.db"
     # A path that does not exist is an error that says how to create it, not a new empty file.
     with pytest.raises(SourceUnreachable, match=r"does not exist.*cdc-assets emulator create"):
-        EmulatorConnectionFactory(EmulatorSettings(path=missing)).connect()
+        connection_factory(EmulatorSettings(path=missing)).connect()
     assert not missing.exists()
     emulator.connect(str(missing)).close()
     conn = EmulatorConnectionFactory(EmulatorSettings(path=missing)).connect()

@@ -15,7 +15,7 @@ from cdc_assets.emulator.catalog_procedures import (
     SP_COLUMNS_100_COLUMNS,
     SP_COLUMNS_COLUMNS,
 )
-from cdc_assets.emulator.demo_schema import DEMO_TABLES, table_by_name
+from cdc_assets.workload import DEMO_TABLES, table_by_name
 from cdc_assets_tests.support.tds import plain
 
 

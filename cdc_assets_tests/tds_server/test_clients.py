@@ -16,7 +16,6 @@ import pyarrow as pa
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator.workload import Workload, create_demo_database
 from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver import (
     LsnNotAvailable,
@@ -32,6 +31,7 @@ from cdc_assets.sqlserver import (
 )
 from cdc_assets.sqlserver.quoting import quote_table
 from cdc_assets.tds_server import TdsServer
+from cdc_assets.workload import Workload, create_demo_database
 from cdc_assets_tests.support.tds import PASSWORD, USER, wire_connect
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator.demo_schema import DEMO_TABLES, ColumnDef, TableDef
 from cdc_assets.tds_server import TdsServer
+from cdc_assets.workload import DEMO_TABLES, ColumnDef, TableDef
 from cdc_assets_tests.support.jdbc_probe import compile_probe, jar_path, run_probe, url
 
 MAX = 2147483647

@@ -20,8 +20,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mssql
 
-from cdc_assets.emulator.demo_schema import DEMO_TABLES, ColumnDef
 from cdc_assets.tds_server import TdsServer
+from cdc_assets.workload import DEMO_TABLES, ColumnDef
 from cdc_assets_tests.support.tds import PASSWORD, odbc_settings, wire_connect
 
 DRIVERS = ("odbc18", "freetds")

@@ -20,10 +20,10 @@ import pytest
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
-from cdc_assets.emulator.workload import DEMO_TABLES
 from cdc_assets.sqlserver import get_max_lsn
 from cdc_assets.sqlserver.connection import OdbcConnectionFactory
 from cdc_assets.tds_server import TdsServer
+from cdc_assets.workload import DEMO_TABLES
 from cdc_assets_tests.dagster import test_sync
 from cdc_assets_tests.dagster.conftest import SyncHarness, make_harness
 from cdc_assets_tests.support.tds import PASSWORD, PASSWORD_ENV, USER, odbc18_driver

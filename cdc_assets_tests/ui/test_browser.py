@@ -30,9 +30,9 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus
 
 from cdc_assets import emulator
-from cdc_assets.emulator.workload import Workload, create_demo_database
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import get_max_lsn
+from cdc_assets.workload import Workload, create_demo_database
 from cdc_assets_tests.support.dagster_dev import (
     ROOT,
     DagsterDev,
