@@ -32,6 +32,7 @@ if DEPS.is_dir():
 from source_read import COLUMNS, PARAMS_PER_STATEMENT, ROWS_PER_TRANSACTION, _row  # noqa: E402
 
 from cdc_assets import emulator  # noqa: E402
+from cdc_assets.sqlserver import cdc_admin  # noqa: E402
 
 T = TypeVar("T")
 SPARK_CONF = {
@@ -76,7 +77,7 @@ def column_list() -> str:
 
 def create_tables(conn: Any, tables: Sequence[str], *, enable_cdc: bool = True) -> None:
     """``tables`` with the 7 mixed-type columns of ``source_read.py`` (key ``id``)."""
-    conn.execute("EXEC sys.sp_cdc_enable_db")
+    cdc_admin.enable_database(conn)
     conn.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
     body = ", ".join(f"[{name}] {decl}" for name, decl in COLUMNS)
     for table in tables:
@@ -88,10 +89,7 @@ def create_tables(conn: Any, tables: Sequence[str], *, enable_cdc: bool = True) 
 
 
 def enable_table(conn: Any, table: str) -> None:
-    conn.execute(
-        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', "
-        f"@source_name = N'{table}', @role_name = NULL, @supports_net_changes = 1"
-    )
+    cdc_admin.enable_table(conn, "dbo", table, supports_net_changes=True)
 
 
 def insert_rows(

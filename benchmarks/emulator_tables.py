@@ -9,7 +9,7 @@ database per size,
 - ``idle scan``: a capture scan with nothing to capture;
 - ``1-row scan``: one UPDATE of one row of one table, then the capture scan that captures it;
   (the scans run on one kept connection, as the capture agent's do);
-- ``new conn``: ``emulator.connect`` and ``SELECT sys.fn_cdc_get_max_lsn()`` on it (SQLite's
+- ``new conn``: ``emulator.connect`` and ``sys.fn_cdc_get_max_lsn()`` on it (SQLite's
   schema parse included; the catalog is shared with the process's other connections);
 - ``scan(path)``: ``emulator.scan(path)``, which opens its own SQLite connection.
 
@@ -43,6 +43,7 @@ from _common import machine_line
 
 from cdc_assets import emulator
 from cdc_assets.emulator import capture
+from cdc_assets.sqlserver.lsn_queries import find_max_lsn
 from cdc_assets.workload import create_captured_tables
 
 STEPS = ("create", "enable", "first scan", "idle scan", "1-row scan", "new conn", "scan(path)")
@@ -84,7 +85,7 @@ def run_size(count: int, workdir: Path, profiler: cProfile.Profile | None) -> di
         def new_connection() -> None:
             fresh = emulator.connect(path, autocommit=True)
             try:
-                fresh.execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()
+                find_max_lsn(fresh)
             finally:
                 fresh.close()
 

@@ -32,9 +32,11 @@ import pyarrow as pa
 
 from cdc_assets import emulator
 from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
-from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.lsn import LsnRange
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.catalog import CaptureInstance, discover
 from cdc_assets.sqlserver.changes import read_changes, read_function_changes
+from cdc_assets.sqlserver.lsn_queries import get_max_lsn
 from cdc_assets.sqlserver.snapshot import snapshot_table
 
 TABLE = "bench"
@@ -68,16 +70,13 @@ def build(path: Path, rows: int) -> tuple[float, float]:
     """Create, fill and capture the benchmark table; returns (insert seconds, capture seconds)."""
     conn = emulator.connect(path, autocommit=True)
     try:
-        conn.execute("EXEC sys.sp_cdc_enable_db")
+        cdc_admin.enable_database(conn)
         conn.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
         body = ", ".join(f"[{name}] {decl}" for name, decl in COLUMNS)
         conn.execute(
             f"CREATE TABLE [dbo].[{TABLE}] ({body}, CONSTRAINT [pk_{TABLE}] PRIMARY KEY ([id]))"
         )
-        conn.execute(
-            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', "
-            f"@source_name = N'{TABLE}', @role_name = NULL, @supports_net_changes = 1"
-        )
+        cdc_admin.enable_table(conn, "dbo", TABLE, supports_net_changes=True)
         # _common imports this module's table definition: imported here, not at the top
         from _common import insert_rows
 
@@ -132,7 +131,7 @@ def run(rows: int, batch_rows: int, directory: Path) -> list[tuple[str, int, flo
     try:
         instance: CaptureInstance = discover(conn)[("dbo", TABLE)].instances[0]
         assert instance.start_lsn is not None
-        max_lsn = Lsn.from_bytes(conn.execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0])
+        max_lsn = get_max_lsn(conn)
         lsn_range = LsnRange(instance.start_lsn.decrement(), max_lsn)
 
         def snapshot() -> int:

@@ -31,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from source_read import TABLE, build
 
 from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
-from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver.catalog import discover
 from cdc_assets.sqlserver.changes import read_changes
 from cdc_assets.sqlserver.connection import ConnectionFactory, OdbcConnectionFactory, OdbcSettings
+from cdc_assets.sqlserver.lsn_queries import get_max_lsn
 from cdc_assets.sqlserver.odbc_drivers import msodbcsql18_path
 from cdc_assets.sqlserver.snapshot import snapshot_table
 from cdc_assets.tds_server import TdsServer
@@ -46,7 +47,7 @@ def _reads(factory: ConnectionFactory, batch_rows: int) -> dict[str, Callable[[]
     conn = factory.connect(autocommit=True)
     instance = discover(conn)[("dbo", TABLE)].instances[0]
     assert instance.start_lsn is not None
-    max_lsn = Lsn.from_bytes(conn.execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0])
+    max_lsn = get_max_lsn(conn)
     lsn_range = LsnRange(instance.start_lsn.decrement(), max_lsn)
 
     def snapshot() -> int:

@@ -20,6 +20,7 @@ from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.lsn import Lsn
 from cdc_assets.sqlserver import (
     SnapshotRead,
+    cdc_admin,
     connection_factory,
     discover,
     get_max_lsn,
@@ -29,20 +30,13 @@ from cdc_assets.sqlserver import (
 )
 from cdc_assets_tests.support.replay import replay_keyed, replay_keyed_idempotent, replay_multiset
 
-SCHEMA = [
-    "EXEC sys.sp_cdc_enable_db",
+SCHEMA = [  # after sp_cdc_enable_db; then every table is enabled (net changes when keyed)
     "ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON",
     "CREATE TABLE [dbo].[accounts] ([id] int NOT NULL PRIMARY KEY, [owner] nvarchar(40) NULL, "
     "[balance] decimal(12,2) NOT NULL)",
     "CREATE TABLE [dbo].[entries] ([account] int NOT NULL, [seq] int NOT NULL, "
     "[note] varchar(20) NULL, CONSTRAINT [pk_entries] PRIMARY KEY ([account], [seq]))",
     "CREATE TABLE [dbo].[events] ([kind] varchar(10) NOT NULL, [amount] int NULL)",
-    "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'accounts', "
-    "@role_name = NULL, @supports_net_changes = 1",
-    "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'entries', "
-    "@role_name = NULL, @supports_net_changes = 1",
-    "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'events', "
-    "@role_name = NULL, @supports_net_changes = 0",
 ]
 
 TABLES: dict[str, tuple[list[str], list[str]]] = {
@@ -150,7 +144,7 @@ def run_transactions(conn: Any, data: st.DataObject, model: Model, count: int) -
         else:
             conn.execute("COMMIT TRANSACTION")
         if data.draw(st.integers(0, 3)) == 0:  # capture lags: scan only now and then
-            conn.execute("EXEC sys.sp_cdc_scan")
+            cdc_admin.scan(conn)
 
 
 def source_rows(conn: Any, table: str) -> list[tuple[Any, ...]]:
@@ -161,8 +155,11 @@ def source_rows(conn: Any, table: str) -> list[tuple[Any, ...]]:
 def new_database(tmp_path: Path) -> tuple[Path, Any]:
     path = tmp_path / f"src_{next(_counter)}.db"
     conn = emulator.connect(str(path), autocommit=True)
+    cdc_admin.enable_database(conn)
     for statement in SCHEMA:
         conn.execute(statement)
+    for table, (_, key) in TABLES.items():
+        cdc_admin.enable_table(conn, "dbo", table, supports_net_changes=bool(key))
     return path, conn
 
 
@@ -171,7 +168,7 @@ _counter = itertools.count()
 
 def catch_up(conn: Any) -> Lsn:
     """Scan until capture has everything committed; the max LSN it reached."""
-    conn.execute("EXEC sys.sp_cdc_scan @maxtrans = 100000, @maxscans = 100")
+    cdc_admin.scan(conn, maxtrans=100000, maxscans=100)
     return get_max_lsn(conn)
 
 

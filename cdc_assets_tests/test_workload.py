@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from cdc_assets import emulator
+from cdc_assets.sqlserver import cdc_admin
+from cdc_assets.sqlserver.lsn_queries import find_max_lsn
 from cdc_assets.workload import DEMO_TABLES, TableDef, Workload, create_demo_database, read_rows
 from cdc_assets_tests.support.replay import replay_keyed, replay_multiset
 
@@ -50,9 +52,9 @@ ALL_TYPES = {
 def _scan_all(conn: emulator.Connection) -> None:
     """Capture everything committed so far (``sp_cdc_scan`` takes at most maxtrans per scan)."""
     for _ in range(100):
-        before = conn.execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0]
-        conn.execute("EXEC sys.sp_cdc_scan")
-        after = conn.execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0]
+        before = find_max_lsn(conn)
+        cdc_admin.scan(conn)
+        after = find_max_lsn(conn)
         if after == before:
             return
     raise AssertionError("capture did not catch up")
@@ -175,7 +177,7 @@ def test_rolled_back_transaction_leaves_no_trace(conn: emulator.Connection) -> N
     _scan_all(conn)
     before_rows = {t.full_name: Counter(read_rows(conn, t)) for t in DEMO_TABLES}
     before_counts = _counts(conn)
-    before_lsn = conn.execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0]
+    before_lsn = find_max_lsn(conn)
     stats_before = workload.stats.transactions
     result = workload.run_transaction("rollback")
     assert not result.committed and result.statements > 2
@@ -183,7 +185,7 @@ def test_rolled_back_transaction_leaves_no_trace(conn: emulator.Connection) -> N
     assert workload.verify() == {}
     assert {t.full_name: Counter(read_rows(conn, t)) for t in DEMO_TABLES} == before_rows
     assert _counts(conn) == before_counts
-    assert conn.execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0] == before_lsn
+    assert find_max_lsn(conn) == before_lsn
     assert workload.stats.transactions == stats_before
     assert workload.stats.rolled_back >= 1
 

@@ -57,6 +57,7 @@ from dagster import (
 )
 
 from cdc_assets.sqlserver import CaptureHealth, SqlServerError, capture_health
+from cdc_assets.sqlserver.cdc_admin import start_job_statement, stop_job_statement
 from cdc_assets.sqlserver.errors import SourceUnreachable
 
 from .source import Source, Table
@@ -74,8 +75,8 @@ STALL_SECONDS = 300.0
 #: ... or this many polling intervals of the capture job, if that is longer (slow polling).
 STALL_POLLING_INTERVALS = 10
 
-START_CAPTURE = "EXEC sys.sp_cdc_start_job @job_type = N'capture'"
-RESTART_CAPTURE = f"EXEC sys.sp_cdc_stop_job @job_type = N'capture'; {START_CAPTURE}"
+START_CAPTURE = start_job_statement("capture").text
+RESTART_CAPTURE = f"{stop_job_statement('capture').text}; {START_CAPTURE}"
 NO_GAP = (
     "sync resumes without a gap (the log keeps every change until capture has read it; it "
     "grows meanwhile)"

@@ -9,6 +9,7 @@ One module per concern, each with its T-SQL as constants next to the function th
 - :mod:`.ranges` — the next LSN range, capped by a number of transactions
 - :mod:`.snapshot` — exact (snapshot isolation) and fuzzy snapshots and their LSN
 - :mod:`.health` — capture job, scan latency, validity intervals
+- :mod:`.cdc_admin` — enabling CDC, the CDC jobs, scans and cleanup (the demo, tests, benchmarks)
 - :mod:`.arrow_types` — SQL Server types as Arrow types
 - :mod:`.errors`, :mod:`.quoting`, :mod:`.dbapi` — errors, identifier quoting, DB-API plumbing
 """

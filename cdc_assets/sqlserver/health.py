@@ -23,7 +23,8 @@ from typing import Any
 
 from cdc_assets.lsn import Lsn
 
-from .dbapi import DbapiConnection, execute, fetch_all, fetch_value
+from .cdc_admin import change_job
+from .dbapi import DbapiConnection, fetch_all, fetch_value
 from .errors import PermissionDenied, SqlServerError
 from .lsn_queries import find_max_lsn, map_lsn_to_time
 
@@ -170,14 +171,10 @@ def get_job_running(conn: DbapiConnection, job_type: str = "capture") -> bool:
     return bool(activity) and activity[0][0] is not None and activity[0][1] is None
 
 
-# https://learn.microsoft.com/en-us/sql/relational-databases/system-stored-procedures/sys-sp-cdc-change-job-transact-sql
-SET_RETENTION_STATEMENT = "EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = ?"
-
-
 def set_cleanup_retention(conn: DbapiConnection, minutes: int) -> None:
     """How long the cleanup job keeps changes (what a DBA sets); SQL Server applies it when the
     cleanup job next starts."""
-    execute(conn, SET_RETENTION_STATEMENT, minutes).close()
+    change_job(conn, "cleanup", retention=minutes)
 
 
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-tables/cdc-change-tables-transact-sql

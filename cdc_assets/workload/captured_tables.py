@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.quoting import quote_name
 
 from .demo_schema import DEMO_TABLES, ColumnDef, TableDef
@@ -40,27 +41,20 @@ def create_demo_database(
     """
     if getattr(conn, "autocommit", True) is not True:
         conn.autocommit = True
+    cdc_admin.enable_database(conn)
     cursor = conn.cursor()
     try:
-        setup = [
-            "EXEC sys.sp_cdc_enable_db",
-            "ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON",
-        ]
+        cursor.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
         ordered = parents_first(tables)
-        setup += [t.create_sql() for t in ordered]
-        setup += [t.enable_cdc_sql() for t in ordered]
-        if polling_interval is not None:
-            setup.append(
-                "EXEC sys.sp_cdc_change_job @job_type = N'capture', "
-                f"@pollinginterval = {int(polling_interval)}"
-            )
-        for sql in setup:
-            cursor.execute(sql)
-        if polling_interval is not None:  # sp_cdc_change_job takes effect when the job restarts
-            cursor.execute("EXEC sys.sp_cdc_stop_job @job_type = N'capture'")
-            cursor.execute("EXEC sys.sp_cdc_start_job @job_type = N'capture'")
+        for table in ordered:
+            cursor.execute(table.create_sql())
     finally:
         cursor.close()
+    for table in ordered:
+        cdc_admin.run(conn, table.enable_cdc_statement())
+    if polling_interval is not None:  # sp_cdc_change_job takes effect when the job restarts
+        cdc_admin.change_job(conn, "capture", polling_interval=int(polling_interval))
+        cdc_admin.restart_job(conn, "capture")
     workload = Workload(conn, seed=seed, tables=ordered, load=False, record=record)
     workload.seed_rows(rows_per_table)
     return workload
@@ -103,27 +97,24 @@ def create_captured_tables(
     tables = small_tables(count, prefix=prefix, schema=schema)
     cursor = conn.cursor()
     try:
-        enabled = cursor.execute(
-            "SELECT is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID()"
-        ).fetchone()
-        if not (enabled and enabled[0]):
-            cursor.execute("EXEC sys.sp_cdc_enable_db")
+        if not cdc_admin.database_enabled(conn):
+            cdc_admin.enable_database(conn)
             cursor.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
         if (
             schema.lower() != "dbo"
             and not cursor.execute("SELECT 1 FROM sys.schemas WHERE name = ?", (schema,)).fetchone()
         ):
             cursor.execute(f"CREATE SCHEMA {quote_name(schema)}")
-        steps = {
-            "create": [t.create_sql() for t in tables],
-            "enable": [t.enable_cdc_sql() for t in tables],
-        }
-        for step, statements in steps.items():
-            started = clock()
-            for sql in statements:
-                cursor.execute(sql)
-            if timings is not None:
-                timings[step] = clock() - started
+        started = clock()
+        for table in tables:
+            cursor.execute(table.create_sql())
+        if timings is not None:
+            timings["create"] = clock() - started
+        started = clock()
+        for table in tables:
+            cdc_admin.run(conn, table.enable_cdc_statement())
+        if timings is not None:
+            timings["enable"] = clock() - started
         started = clock()
         if rows_per_table > 0:
             cursor.execute("BEGIN TRANSACTION")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cdc_assets.sqlserver.cdc_admin import Statement, enable_table_statement
 from cdc_assets.sqlserver.quoting import quote_name  # the one QUOTENAME of the project
 
 _TYPE_RE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*(?:\(\s*([^)]*)\s*\))?\s*$")
@@ -27,11 +28,6 @@ INTEGER_RANGES: dict[str, tuple[int, int]] = {
     "int": (-(2**31), 2**31 - 1),
     "bigint": (-(2**63), 2**63 - 1),
 }
-
-
-def _n_string(text: str) -> str:
-    """A T-SQL unicode string literal."""
-    return "N'" + text.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True)
@@ -184,14 +180,18 @@ class TableDef:
             body.append(f"CONSTRAINT {pk_name} PRIMARY KEY ({keys})")
         return f"CREATE TABLE {self.quoted} ({', '.join(body)})"
 
-    def enable_cdc_sql(self) -> str:
+    def enable_cdc_statement(self) -> Statement:
         """``sys.sp_cdc_enable_table`` for this table (net changes when it has a primary key)."""
-        return (
-            "EXEC sys.sp_cdc_enable_table "
-            f"@source_schema = {_n_string(self.schema)}, @source_name = {_n_string(self.name)}, "
-            f"@role_name = NULL, @capture_instance = {_n_string(self.capture_instance)}, "
-            f"@supports_net_changes = {1 if self.has_key else 0}"
+        return enable_table_statement(
+            self.schema,
+            self.name,
+            capture_instance=self.capture_instance,
+            supports_net_changes=self.has_key,
         )
+
+    def enable_cdc_sql(self) -> str:
+        """:meth:`enable_cdc_statement` as T-SQL text with its values written in."""
+        return self.enable_cdc_statement().text
 
 
 DEMO_TABLES: tuple[TableDef, ...] = (

@@ -19,7 +19,7 @@ from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.names import PARTITION_TAG, SNAPSHOT_PARTITION, SOURCE_TAG, partitions_name
 from cdc_assets.dagster.source import load_source
 from cdc_assets.lsn import LsnRange
-from cdc_assets.sqlserver import CdcNotEnabled
+from cdc_assets.sqlserver import CdcNotEnabled, cdc_admin
 from cdc_assets.workload import ColumnDef, TableDef
 
 from .conftest import SOURCE, SyncHarness, failure_text, make_harness
@@ -138,12 +138,7 @@ def test_a_dropped_capture_instance_holds_back_its_table_only(
     for _ in range(10):
         harness.workload.step()
     conn = harness.source.connect()
-    conn.cursor().execute(
-        "EXEC sys.sp_cdc_disable_table @source_schema = ?, @source_name = ?, "
-        "@capture_instance = 'all'",
-        gone.schema,
-        gone.name,
-    )
+    cdc_admin.disable_table(conn, gone.schema, gone.name, "all")
     conn.close()
     for _ in range(10):
         harness.workload.step()

@@ -22,6 +22,7 @@ from cdc_assets.dagster.source import Table
 from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.dagster.table_failures import FAILED_TABLES_TAG, pause_after
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.workload import TableDef, small_tables
 from cdc_assets_tests.support.outside_spark import multiset, read_with_duckdb
 
@@ -168,10 +169,7 @@ def test_a_new_table_snapshots_beside_the_ranges_of_the_others(
         )
         for i in range(1, 8):
             conn.execute(f"INSERT INTO [dbo].[late] VALUES ({i}, N'late {i}', {i * 10})")
-        conn.execute(
-            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'late', "
-            "@role_name = NULL"
-        )
+        cdc_admin.enable_table(conn, "dbo", "late")
     finally:
         conn.close()
     harness.capture()

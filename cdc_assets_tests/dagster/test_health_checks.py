@@ -27,11 +27,9 @@ from cdc_assets.dagster.health_checks import (
 )
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.sqlserver import CaptureHealth, get_max_lsn
+from cdc_assets.sqlserver import CaptureHealth, cdc_admin, get_max_lsn
 
 from .conftest import SOURCE, SyncHarness, failure_text
-
-STOP_CAPTURE = "EXEC sys.sp_cdc_stop_job @job_type = N'capture'"
 
 
 def _run_capture_checks(harness: SyncHarness) -> dict[AssetKey, AssetCheckEvaluation]:
@@ -98,7 +96,11 @@ def test_stopped_capture_fails_and_a_restart_catches_up_without_a_gap(
     }
 
     # (2) The job is stopped; the source keeps committing. A running agent obeys the stop.
-    _exec(harness, STOP_CAPTURE)
+    conn = harness.source.connect()
+    try:
+        cdc_admin.stop_job(conn, "capture")
+    finally:
+        conn.close()
     with emulator.CaptureAgent(harness.db, check_interval=0.05) as agent:
         for _ in range(10):
             harness.workload.step()

@@ -11,7 +11,7 @@ from dagster import AssetCheckKey, DefaultScheduleStatus
 
 from cdc_assets import emulator
 from cdc_assets.dagster.names import SNAPSHOT_PARTITION, health_job_name
-from cdc_assets.sqlserver import discover
+from cdc_assets.sqlserver import cdc_admin, discover
 
 from .conftest import QUIET, SyncHarness, failure_text
 
@@ -68,7 +68,7 @@ def test_every_partition_and_check_of_a_synced_source_is_green(harness: SyncHarn
     # A stopped capture agent: no range comes, the health job turns capture_health red.
     conn = harness.source.connect()
     try:
-        conn.cursor().execute("EXEC sys.sp_cdc_stop_job @job_type = N'capture'")
+        cdc_admin.stop_job(conn, "capture")
         assert discover(conn)
     finally:
         conn.close()

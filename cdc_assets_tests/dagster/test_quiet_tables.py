@@ -19,6 +19,7 @@ from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.names import CHAIN, COVERAGE
 from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.lsn import LsnRange
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.workload import DEMO_TABLES
 
 from .conftest import SyncHarness, failure_text, make_harness
@@ -149,10 +150,7 @@ def test_a_range_where_no_selected_table_changed_moves_the_chain_on(
     conn = emulator.connect(str(harness.db), autocommit=True)
     try:
         conn.execute("CREATE TABLE [dbo].[elsewhere] ([id] INT PRIMARY KEY, [v] INT)")
-        conn.execute(
-            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'elsewhere', "
-            "@role_name = NULL"
-        )
+        cdc_admin.enable_table(conn, "dbo", "elsewhere")
         harness.capture()
         conn.execute("INSERT INTO [dbo].[elsewhere] VALUES (1, 1)")
     finally:

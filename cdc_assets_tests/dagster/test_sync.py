@@ -29,7 +29,7 @@ from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partiti
 from cdc_assets.dagster.source import Table
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
-from cdc_assets.sqlserver import discover, get_max_lsn, get_min_lsn, plan_next_range
+from cdc_assets.sqlserver import cdc_admin, discover, get_max_lsn, get_min_lsn, plan_next_range
 from cdc_assets.sqlserver.ranges import RANGE_STATS_QUERY
 from cdc_assets.workload import DEMO_TABLES
 
@@ -329,7 +329,12 @@ def test_reconcile_with_the_capture_job_stopped_says_so_without_waiting(
     stopped and how to start it."""
     harness.sync()
     harness.next_range()
-    harness.write("EXEC sys.sp_cdc_stop_job @job_type = N'capture'")
+    conn = harness.source.connect()
+    try:
+        cdc_admin.stop_job(conn, "capture")
+    finally:
+        conn.close()
+    harness.capture()
     for _ in range(6):  # written, not captured: the count's LSN is past the max LSN
         harness.workload.step()
     waits: list[float] = []
@@ -419,12 +424,7 @@ def _cleanup_next_range(
     victim = next(t for t in harness.source.tables if t.instance.key_columns)
     conn = harness.source.connect()
     try:
-        conn.cursor().execute(
-            "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
-            "@threshold = 5000",
-            victim.instance.name,
-            lsn_range.hi.raw,
-        )
+        cdc_admin.cleanup_change_table(conn, victim.instance.name, lsn_range.hi, threshold=5000)
         assert get_min_lsn(conn, victim.instance.name) > lsn_range.first
     finally:
         conn.close()
@@ -503,10 +503,12 @@ def test_schema_change_switches_to_the_new_capture_instance(harness: SyncHarness
         cursor = conn.cursor()
         cursor.execute("ALTER TABLE [dbo].[customers] ADD [loyalty points] int NULL")
         cursor.execute("UPDATE [dbo].[customers] SET [loyalty points] = [customer_id] % 7")
-        cursor.execute(
-            "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'customers', "
-            "@role_name = NULL, @capture_instance = N'dbo_customers_v2', "
-            "@supports_net_changes = 1"
+        cdc_admin.enable_table(
+            conn,
+            "dbo",
+            "customers",
+            capture_instance="dbo_customers_v2",
+            supports_net_changes=True,
         )
         harness.capture()
         cursor.execute(

@@ -46,6 +46,7 @@ from cdc_assets.sqlserver import (
     KeylessTableNeedsSnapshotIsolation,
     KeyRange,
     OdbcSettings,
+    cdc_admin,
     connection_factory,
     discover,
     get_max_lsn,
@@ -67,10 +68,6 @@ EXTRA_DDL = [
     "[note] nvarchar(40) NULL, CONSTRAINT [pk_tags] PRIMARY KEY ([label], [n]))",
     "CREATE TABLE [dbo].[empty one] ([id] int NOT NULL, [v] decimal(38,9) NULL, "
     "CONSTRAINT [pk_empty_one] PRIMARY KEY ([id]))",
-    "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'tags', "
-    "@role_name = NULL",
-    "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'empty one', "
-    "@role_name = NULL, @capture_instance = N'dbo_empty_one'",
 ]
 LABELS = ["alpha", "Bär", "café", "東京", "zulu", "ñandú", "Ωmega"]
 
@@ -103,6 +100,8 @@ def build_demo(path: Path, *, seed: int, rows: int, extra: bool = False) -> Demo
     if extra:
         for statement in EXTRA_DDL:
             conn.execute(statement)
+        cdc_admin.enable_table(conn, "dbo", "tags")
+        cdc_admin.enable_table(conn, "dbo", "empty one", capture_instance="dbo_empty_one")
         values = [
             (label, n, f"{label}-{n}" if n % 3 else None)
             for label in LABELS
@@ -528,11 +527,7 @@ def test_range_below_min_lsn_after_cleanup_fails(
     ]
     assert len(commits) >= 3
     mark = commits[len(commits) // 2]
-    db.conn.execute(
-        "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_orders', "
-        "@low_water_mark = ?, @threshold = 5000",
-        mark.raw,
-    )
+    cdc_admin.cleanup_change_table(db.conn, "dbo_orders", mark, threshold=5000)
     assert get_min_lsn(db.conn, instance.name) == mark
 
     with pytest.raises(Exception) as info:

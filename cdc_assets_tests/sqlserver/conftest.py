@@ -1,7 +1,7 @@
 """Fixtures for the SQL Server layer: emulated CDC databases in ``tmp_path``, built with T-SQL.
 
-Capture is asynchronous in SQL Server and in the emulator; tests call ``EXEC sys.sp_cdc_scan``
-(:meth:`CdcDatabase.scan`) to capture deterministically.
+Capture is asynchronous in SQL Server and in the emulator; tests run a capture scan
+(:meth:`CdcDatabase.scan`, ``sys.sp_cdc_scan``) to capture deterministically.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 from cdc_assets import emulator
 from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.quoting import quote_table
 
 
@@ -33,7 +34,7 @@ class CdcDatabase:
 
     def scan(self) -> None:
         """One capture scan now (honours @maxtrans)."""
-        self.conn.execute("EXEC sys.sp_cdc_scan")
+        cdc_admin.scan(self.conn)
 
     def connect(self, *, autocommit: bool = True) -> Any:
         conn = self.factory.connect(autocommit=autocommit)
@@ -49,18 +50,14 @@ class CdcDatabase:
         captured_columns: Sequence[str] | None = None,
         net_changes: bool | None = None,
     ) -> None:
-        args = [
-            f"@source_schema = N'{schema}'",
-            f"@source_name = N'{table}'",
-            "@role_name = NULL",
-        ]
-        if net_changes is not None:  # default: net changes when the table has a key
-            args.append(f"@supports_net_changes = {int(net_changes)}")
-        if capture_instance is not None:
-            args.append(f"@capture_instance = N'{capture_instance}'")
-        if captured_columns is not None:
-            args.append(f"@captured_column_list = N'{', '.join(captured_columns)}'")
-        self.execute("EXEC sys.sp_cdc_enable_table " + ", ".join(args))
+        cdc_admin.enable_table(  # net_changes None: net changes when the table has a key
+            self.conn,
+            schema,
+            table,
+            capture_instance=capture_instance,
+            supports_net_changes=net_changes,
+            captured_columns=captured_columns,
+        )
 
     def rows(self, table: str, columns: Sequence[str], *, schema: str = "dbo") -> list[tuple]:
         cols = ", ".join(f"[{c}]" for c in columns)
@@ -99,7 +96,7 @@ def make_cdc_db(tmp_path: Path) -> Iterator[Any]:
         made.append(db)
         if snapshot_isolation:
             db.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
-        db.execute("EXEC sys.sp_cdc_enable_db")
+        cdc_admin.enable_database(db.conn)
         for statement in ddl:
             db.execute(statement)
         if enable:

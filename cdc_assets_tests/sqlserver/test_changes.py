@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.catalog import CaptureInstance, discover
 from cdc_assets.sqlserver.changes import (
     change_schema,
@@ -106,12 +107,7 @@ def test_range_above_max_lsn_is_not_available(orders_db: CdcDatabase) -> None:
 
 
 def cleanup_below(db: CdcDatabase, instance: str, low_water_mark: Lsn) -> None:
-    db.execute(
-        "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
-        "@threshold = 5000",
-        instance,
-        low_water_mark.raw,
-    )
+    cdc_admin.cleanup_change_table(db.conn, instance, low_water_mark, threshold=5000)
 
 
 def test_cleanup_makes_the_range_unavailable(orders_db: CdcDatabase) -> None:

@@ -24,6 +24,7 @@ from cdc_assets.sqlserver.connection import (
     datetimeoffset_from_odbc,
 )
 from cdc_assets.sqlserver.errors import LoginFailed, SourceUnreachable, SqlServerError
+from cdc_assets.sqlserver.lsn_queries import find_max_lsn
 from cdc_assets_tests.support.fake_tds import has_freetds
 
 SECRET = "s3cr;et}pa=ss"
@@ -146,7 +147,7 @@ def test_emulator_factory_connects(tmp_path: Path) -> None:
     conn = EmulatorConnectionFactory(EmulatorSettings(path=missing)).connect()
     try:
         assert conn.autocommit is True
-        assert conn.cursor().execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0] is None
+        assert find_max_lsn(conn) is None
     finally:
         conn.close()
 

@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 from cdc_assets.lsn import Lsn
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.health import CaptureHealth, capture_health
 from cdc_assets.sqlserver.lsn_queries import get_max_lsn, get_min_lsn
 
@@ -15,8 +16,8 @@ from .conftest import CdcDatabase
 
 def test_healthy_capture(orders_db: CdcDatabase) -> None:
     db = orders_db
-    db.execute("EXEC sys.sp_cdc_change_job @job_type = N'capture', @pollinginterval = 2")
-    db.execute("EXEC sys.sp_cdc_change_job @job_type = N'cleanup', @retention = 60")
+    cdc_admin.change_job(db.conn, "capture", polling_interval=2)
+    cdc_admin.change_job(db.conn, "cleanup", retention=60)
     db.execute("INSERT INTO [dbo].[orders] ([id]) VALUES (1)")
     db.scan()
     health = capture_health(db.conn)
@@ -36,14 +37,14 @@ def test_healthy_capture(orders_db: CdcDatabase) -> None:
 def test_capture_job_stopped(orders_db: CdcDatabase) -> None:
     db = orders_db
     running = capture_health(db.conn)
-    db.execute("EXEC sys.sp_cdc_stop_job @job_type = N'capture'")
+    cdc_admin.stop_job(db.conn, "capture")
     stopped = capture_health(db.conn)
     assert stopped.job_configured is True
     assert stopped.unavailable == ()
     assert running.job_running is True
     assert stopped.job_running is False
     assert stopped.stopped
-    db.execute("EXEC sys.sp_cdc_start_job @job_type = N'capture'")
+    cdc_admin.start_job(db.conn, "capture")
     assert capture_health(db.conn).job_running is True
 
 

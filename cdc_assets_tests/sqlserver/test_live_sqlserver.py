@@ -28,6 +28,7 @@ from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.source import load_source
 from cdc_assets.lsn import LsnRange
 from cdc_assets.spark.asset_store import NotPublished
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.catalog import CaptureInstance, database_info, discover
 from cdc_assets.sqlserver.changes import read_changes
 from cdc_assets.sqlserver.chunks import estimate_rows
@@ -64,25 +65,17 @@ def live_table(factory: RawOdbcConnectionFactory) -> Iterator[tuple[Any, str]]:
     table = f"cdc_assets_live_{uuid.uuid4().hex[:8]}"
     cursor = conn.cursor()
     if not database_info(conn).cdc_enabled:
-        cursor.execute("EXEC sys.sp_cdc_enable_db")
+        cdc_admin.enable_database(conn)
     cursor.execute(
         f"CREATE TABLE [dbo].[{table}] ([id] int NOT NULL, [name] nvarchar(40) NULL, "
         "[amount] decimal(12,2) NULL, [at] datetimeoffset(7) NULL, "
         f"CONSTRAINT [pk_{table}] PRIMARY KEY ([id]))"
     )
-    cursor.execute(
-        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = ?, "
-        "@role_name = NULL, @supports_net_changes = 1",
-        table,
-    )
+    cdc_admin.enable_table(conn, "dbo", table, supports_net_changes=True)
     try:
         yield conn, table
     finally:
-        cursor.execute(
-            "EXEC sys.sp_cdc_disable_table @source_schema = N'dbo', @source_name = ?, "
-            "@capture_instance = N'all'",
-            table,
-        )
+        cdc_admin.disable_table(conn, "dbo", table, "all")
         cursor.execute(f"DROP TABLE [dbo].[{table}]")
         conn.close()
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cdc_assets.lsn import Lsn
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.errors import CaptureInstanceNotFound, CaptureNotReady
 from cdc_assets.sqlserver.lsn_queries import (
     decrement_lsn,
@@ -66,7 +67,7 @@ def test_wait_for_max_lsn(orders_db: CdcDatabase) -> None:
     def scan_later() -> None:
         time.sleep(0.3)
         conn = db.factory.connect()
-        conn.cursor().execute("EXEC sys.sp_cdc_scan")
+        cdc_admin.scan(conn)
         conn.close()
 
     thread = threading.Thread(target=scan_later)

@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.catalog import discover
 from cdc_assets.sqlserver.changes import read_changes
 from cdc_assets.sqlserver.lsn_queries import get_max_lsn
@@ -58,7 +59,7 @@ def test_ranges_are_capped_by_transactions(orders_db: CdcDatabase) -> None:
 
 def test_ranges_follow_capture_lag(orders_db: CdcDatabase) -> None:
     db = orders_db
-    db.execute("EXEC sys.sp_cdc_change_job @job_type = N'capture', @maxtrans = 2")
+    cdc_admin.change_job(db.conn, "capture", maxtrans=2)
     start = get_max_lsn(db.conn)
     commit(db, 5)
     ranges: list[LsnRange] = []

@@ -7,6 +7,7 @@ import datetime as dt
 from typing import Any
 
 from cdc_assets.sqlserver import (
+    cdc_admin,
     changed_lsns,
     count_change_rows,
     count_rows,
@@ -28,7 +29,7 @@ from .conftest import CdcDatabase
 
 def test_jobs_last_scan_and_job_activity(orders_db: CdcDatabase) -> None:
     db = orders_db
-    db.execute("EXEC sys.sp_cdc_change_job @job_type = N'capture', @pollinginterval = 2")
+    cdc_admin.change_job(db.conn, "capture", polling_interval=2)
     set_cleanup_retention(db.conn, 60)
     jobs = get_cdc_jobs(db.conn)
     assert set(jobs) == {"capture", "cleanup"}
@@ -40,7 +41,7 @@ def test_jobs_last_scan_and_job_activity(orders_db: CdcDatabase) -> None:
     assert scan is not None and scan.tran_count == 1 and scan.command_count == 2
     assert isinstance(scan.end_time, dt.datetime) and scan.error_count == 0
     assert get_job_running(db.conn, "capture") and get_job_running(db.conn, "cleanup")
-    db.execute("EXEC sys.sp_cdc_stop_job @job_type = N'cleanup'")
+    cdc_admin.stop_job(db.conn, "cleanup")
     assert get_job_running(db.conn, "capture") and not get_job_running(db.conn, "cleanup")
     now = get_server_time(db.conn)
     assert now is not None and abs((now - dt.datetime.now()).total_seconds()) < 60

@@ -16,6 +16,7 @@ import pytest
 from cdc_assets.lsn import Lsn
 from cdc_assets.sqlserver.chunks import estimate_rows, plan_key_ranges
 from cdc_assets.sqlserver.key_values import decode_key, encode_key
+from cdc_assets.sqlserver.lsn_queries import get_max_lsn
 from cdc_assets.sqlserver.snapshot import KeyRange
 from cdc_assets.sqlserver.watermarks import log_position
 
@@ -46,7 +47,7 @@ def test_log_positions_without_snapshot_isolation(make_cdc_db: Any) -> None:
     # capture passes the last mark even when nothing is committed after it
     last = log_position(reader)
     db.scan()
-    assert Lsn.from_bytes(db.execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0]) >= last
+    assert get_max_lsn(db.conn) >= last
 
 
 def test_row_count_estimate(make_cdc_db: Any) -> None:

@@ -31,7 +31,7 @@ from dagster import DagsterInstance, DagsterRunStatus
 
 from cdc_assets import emulator
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.sqlserver import get_max_lsn
+from cdc_assets.sqlserver import cdc_admin, get_max_lsn
 from cdc_assets.workload import Workload, create_demo_database
 from cdc_assets_tests.support.dagster_dev import (
     ROOT,
@@ -197,13 +197,11 @@ def _cleanup_past_chain(db: Path, instance_name: str) -> None:
     new max LSN: the next range cannot be read for that table."""
     while emulator.scan(db) > 0:
         pass
-    _with_value(
-        db,
-        "SELECT sys.fn_cdc_get_max_lsn()",
-        "EXEC sys.sp_cdc_cleanup_change_table @capture_instance = ?, @low_water_mark = ?, "
-        "@threshold = 5000",
-        lambda maximum: (instance_name, maximum),
-    )
+    conn = emulator.connect(str(db), autocommit=True)
+    try:
+        cdc_admin.cleanup_change_table(conn, instance_name, get_max_lsn(conn), threshold=5000)
+    finally:
+        conn.close()
 
 
 def _launch(dev: DagsterDev, job: str) -> str:
