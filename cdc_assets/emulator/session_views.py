@@ -13,6 +13,7 @@ columns are the documented ones, in order; what the emulator does not track is a
 from __future__ import annotations
 
 from . import types as T
+from .constraint_views import OBJECT_COLUMNS
 from .types import SqlType
 
 Columns = tuple[tuple[str, SqlType], ...]
@@ -84,23 +85,7 @@ OBJECTS: tuple[tuple[str, Columns], ...] = (
             ("open_transaction_count", T.INT),
         ),
     ),
-    (
-        "system_views",
-        (
-            ("name", T.SYSNAME),
-            ("object_id", T.INT),
-            ("principal_id", T.INT),
-            ("schema_id", T.INT),
-            ("parent_object_id", T.INT),
-            ("type", SqlType("char", length=2)),
-            ("type_desc", T.nvarchar(60)),
-            ("create_date", T.DATETIME),
-            ("modify_date", T.DATETIME),
-            ("is_ms_shipped", T.BIT),
-            ("is_published", T.BIT),
-            ("is_schema_published", T.BIT),
-        ),
-    ),
+    ("system_views", OBJECT_COLUMNS),
 )
 
 _SESSION = """
