@@ -15,8 +15,8 @@ https://learn.microsoft.com/sql/relational-databases/native-client-odbc-date-tim
 
 Names are matched as SQL Server matches them: case-insensitive, ``%`` / ``_`` / ``[...]``
 wildcards where the procedure takes a pattern. A qualifier other than the served database is
-error 15250. The emulator has no foreign keys (``sp_fkeys`` is always empty) and no column
-defaults (``COLUMN_DEF`` is NULL); differences are listed in CONTRACT.md.
+error 15250. The emulator has no foreign keys (``sp_fkeys`` is always empty); ``COLUMN_DEF`` is a
+column's DEFAULT as ``sys.default_constraints`` has it. Differences are listed in CONTRACT.md.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from . import errors
 from . import types as T
 from .catalog import Catalog, Table, system_table
-from .constraint_views import table_indexes
+from .constraint_views import table_constraints, table_indexes
 from .plan import Result, ResultColumn, StatementContext
 from .procedures import _MISSING, PROCEDURES, Procedure
 from .storage import SYSTEM_OBJECTS, quote
@@ -286,12 +286,24 @@ def _tables_named(
     return sorted(found, key=lambda t: (t.schema.lower(), t.name.lower()))
 
 
+def _column_defaults(session: StatementContext, table: Table) -> dict[str, str]:
+    """COLUMN_DEF: each column's DEFAULT as sys.default_constraints defines it (``((0))``)."""
+    if table.kind != "user" or table.object_id is None:
+        return {}
+    return {
+        c.column.lower(): str(c.definition)
+        for c in table_constraints(session.db, table.object_id)
+        if c.type == "D" and c.column is not None
+    }
+
+
 def _columns(session: StatementContext, args: dict[str, Any], *, extended: bool) -> Result:
     use_pattern = bool(_arg(args, "fusepattern", 1))
     odbc_version = int(_arg(args, "odbcver", 2) or 2)
     column_ok = like(_arg(args, "column_name"), use_pattern=use_pattern)
     rows = []
     for table in _tables_named(session, args, use_pattern=use_pattern):
+        defaults = _column_defaults(session, table)
         for column in table.columns:
             if not column_ok(column.name):
                 continue
@@ -299,7 +311,8 @@ def _columns(session: StatementContext, args: dict[str, Any], *, extended: bool)
             row: list[Any] = [
                 session.db_name, table.schema, table.name, column.name, d.data_type,
                 column.type.name, d.size, d.length, d.scale, d.radix, int(column.nullable),
-                None, None, d.sql_data_type, d.datetime_sub, d.octets, column.column_id,
+                None, defaults.get(column.name.lower()), d.sql_data_type, d.datetime_sub,
+                d.octets, column.column_id,
                 "YES" if column.nullable else "NO",
             ]  # fmt: skip
             if extended:

@@ -142,6 +142,21 @@ def test_sp_columns(db: Any, procedure: str, columns: list[tuple[str, Any]]) -> 
     assert packed_at[13:15] == (9, 3)
 
 
+def test_sp_columns_gives_each_default_as_sys_default_constraints_has_it(db: Any) -> None:
+    db.execute(
+        "CREATE TABLE settings (id int PRIMARY KEY, n int NOT NULL DEFAULT 0, "
+        "label nvarchar(20) DEFAULT N'new', note nvarchar(20))"
+    )
+    found = plain(db.execute("EXEC sp_columns_100 @table_name = N'settings'").fetchall())
+    defaults = dict(plain(db.execute(
+        "SELECT c.name, d.definition FROM sys.default_constraints AS d JOIN sys.columns AS c "
+        "ON c.object_id = d.parent_object_id AND c.column_id = d.parent_column_id "
+        "WHERE d.parent_object_id = OBJECT_ID(N'settings')"
+    ).fetchall()))  # fmt: skip
+    assert defaults == {"n": "((0))", "label": "(N'new')"}
+    assert {r[3]: r[12] for r in found} == {"id": None, "note": None, **defaults}
+
+
 def test_sp_pkeys_fkeys_and_statistics(db: Any) -> None:
     assert names(db, "EXEC sp_pkeys N'orders'") == [
         "TABLE_QUALIFIER", "TABLE_OWNER", "TABLE_NAME", "COLUMN_NAME", "KEY_SEQ", "PK_NAME",
