@@ -10,13 +10,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-ldconfig -p | grep -q 'libodbc.so.2' || need_apt+=(unixodbc)
+# (grep without -q: with pipefail, grep -q leaving early can kill ldconfig with SIGPIPE and fail
+# the check, so a present library would be installed again)
+ldconfig -p | grep 'libodbc.so.2' >/dev/null || need_apt+=(unixodbc)
 [ -e /usr/lib/x86_64-linux-gnu/odbc/libtdsodbc.so ] || [ -e /usr/lib/aarch64-linux-gnu/odbc/libtdsodbc.so ] \
   || need_apt+=(tdsodbc)
 # Microsoft ODBC Driver 18 (the PyPI wheel mssql-python-odbc) needs libltdl and Kerberos/GSSAPI;
 # the TDS server makes its TLS certificate with the openssl command.
-ldconfig -p | grep -q 'libltdl.so.7' || need_apt+=(libltdl7)
-ldconfig -p | grep -q 'libgssapi_krb5.so.2' || need_apt+=(libgssapi-krb5-2)
+ldconfig -p | grep 'libltdl.so.7' >/dev/null || need_apt+=(libltdl7)
+ldconfig -p | grep 'libgssapi_krb5.so.2' >/dev/null || need_apt+=(libgssapi-krb5-2)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
   need_apt+=(openjdk-17-jre-headless)
