@@ -20,7 +20,7 @@ ldconfig -p | grep 'libodbc.so.2' >/dev/null || need_apt+=(unixodbc)
 ldconfig -p | grep 'libltdl.so.7' >/dev/null || need_apt+=(libltdl7)
 ldconfig -p | grep 'libgssapi_krb5.so.2' >/dev/null || need_apt+=(libgssapi-krb5-2)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
-if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
+if ! command -v java >/dev/null 2>&1 || ! java -version 2>&1 | grep -E 'version "(1[7-9]|2[0-9])' >/dev/null; then
   need_apt+=(openjdk-17-jre-headless)
 fi
 # javac compiles the small JDBC program the TDS server tests run (cdc_assets_tests/support/jdbc)
