@@ -66,6 +66,9 @@ TEST_ONLY_APT_PACKAGES = {
     "postgresql",
     # cdc_assets_tests/ui/test_browser.py drives Debian's Chromium; production has no browser.
     "chromium",
+    # javac compiles the JDBC client cdc_assets_tests/tds_server/test_jdbc.py runs; Spark needs
+    # only the JRE
+    "openjdk-17-jdk-headless",
 }
 
 # Top-level keys of the dagster/dagster chart (helm/dagster/values.yaml and its schema,
