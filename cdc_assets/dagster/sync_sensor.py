@@ -80,7 +80,7 @@ from .chain import (
 )
 from .health_checks import CAPTURE_HEALTH
 from .io_manager import is_source_level
-from .mirror import mirror_state
+from .mirror import mirror_position
 from .names import (
     CATCH_UP_TAG,
     CHANGE_LOG_CHECKS,
@@ -399,10 +399,11 @@ def _next_range_of(
 ) -> LsnRange:
     """The range ``table`` needs next: the first after the LSN its mirror is at (its snapshot's
     replay LSN when the mirror is not built from that snapshot), which is where it stopped."""
-    state = mirror_state(source, table, sync)
+    position = mirror_position(source, table, sync)
     at = snap.replay_from
-    if state and state.get("snapshot_version") == snap.version and "lsn" in state:
-        at = max(at, Lsn.parse(state["lsn"]))
+    if position is not None and position.built_from(snap.version):
+        assert position.lsn is not None
+        at = max(at, position.lsn)
     for r in ranges(at):
         if r.hi > at and r.hi >= snap.snapshot_lsn:
             return r
