@@ -34,6 +34,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.records import MirrorPosition
 from cdc_assets.spark import mirror_store
 from cdc_assets.spark.asset_store import AssetStore, Published
+from cdc_assets.spark.change_log_properties import range_of
 from cdc_assets.spark.session import use_in_this_thread
 
 from .chain import (
@@ -122,21 +123,22 @@ def _change_rows(source: Source, table: Table, needed: list[LsnRange]) -> int:
     rows = 0
     for lsn_range in needed:
         properties = source.store.properties(path, lsn_range.key)
+        found = range_of(properties)
         if properties is None:
             raise Failure(
                 f"{table.qualified_name}: range {lsn_range.key} has not been materialized for "
                 f"{table.change_log_key.to_user_string()}; materialize that partition first (the "
                 "mirror never skips a range)."
             )
-        coverage = properties.get("coverage") or {}
-        if not coverage.get("ok"):
+        coverage = found.coverage if found is not None else None
+        if coverage is None or not coverage.ok:
             raise Failure(
                 f"{table.qualified_name}: range {lsn_range.key} failed its coverage check "
-                f"({coverage.get('reason') or 'no coverage recorded'}); the mirror is left as it "
-                "is. Re-snapshot the table to continue."
+                f"({(coverage and coverage.reason) or 'no coverage recorded'}); the mirror is "
+                "left as it is. Re-snapshot the table to continue."
             )
-        counted = properties.get("rows")
-        rows += counted if isinstance(counted, int) else 1  # unknown: read the range
+        assert found is not None
+        rows += found.rows if found.rows is not None else 1  # unknown: read the range
     return rows
 
 
@@ -144,12 +146,12 @@ def _as_of(source: Source, table: Table, applied: list[LsnRange]) -> dict[str, A
     """The commit time the mirror is at (the last applied range's last commit) and the lag
     measured when that range was read."""
     for lsn_range in reversed(applied):
-        p = source.store.properties(table.change_log_key.path, lsn_range.key) or {}
-        if p.get("last_commit"):
+        found = range_of(source.store.properties(table.change_log_key.path, lsn_range.key))
+        if found is not None and found.last_commit:
             return {
-                "as_of_commit_time": p["last_commit"],
-                "lag_at_read_seconds": p.get("lag_seconds"),
-                "read_at": p.get("read_at"),
+                "as_of_commit_time": found.last_commit,
+                "lag_at_read_seconds": found.lag_seconds,
+                "read_at": found.read_at,
             }
     return {}
 

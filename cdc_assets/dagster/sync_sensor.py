@@ -78,6 +78,7 @@ from .chain import (
     recent_ranges,
     retire,
 )
+from .change_log_state import recorded_gap
 from .health_checks import CAPTURE_HEALTH
 from .io_manager import is_source_level
 from .mirror import mirror_position
@@ -233,12 +234,12 @@ def _gaps(source: Source, last: LsnRange, snapshots: dict[Table, SnapshotInfo | 
     it needs, and that have not been re-snapshotted since: table -> the recorded reason."""
     found = {}
     for table, snap in snapshots.items():
-        gap = source.store.gap(table.change_log_key.path, last.key)
-        if gap is None or source.store.is_published(table.change_log_key.path, last.key):
+        recorded = recorded_gap(source, table, last.key)
+        if recorded is None or source.store.is_published(table.change_log_key.path, last.key):
             continue
-        if snap is not None and gap.get("snapshot_version") != snap.version:
+        if snap is not None and recorded.snapshot_version != snap.version:
             continue  # re-snapshotted since: the rerun reads only what the new snapshot needs
-        found[table] = str(gap.get("reason") or "changes were removed by cleanup")
+        found[table] = str(recorded.reason or "changes were removed by cleanup")
     return found
 
 
