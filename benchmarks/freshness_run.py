@@ -24,9 +24,9 @@ import yaml
 from cdc_assets import emulator
 from cdc_assets.config import load_config
 from cdc_assets.dagster.source import Source, load_source
-from cdc_assets.lsn import Lsn
 from cdc_assets.process_group import ProcessGroup
 from cdc_assets.spark import connect_server
+from cdc_assets.spark.mirror_store import position_of
 from cdc_assets.sqlserver import find_max_lsn, last_transaction_lsn
 from cdc_assets_tests.support.dagster_dev import dagster_dev_command, server_answers
 from cdc_assets_tests.support.net import free_port
@@ -242,8 +242,9 @@ class InProcess:
 def mirror_lsns(source: Source) -> list[int | None]:
     found = []
     for table in source.tables:
-        state = source.store.properties(table.mirror_key.path, None)
-        found.append(int(Lsn.parse(state["lsn"])) if state and "lsn" in state else None)
+        position = position_of(source.store.properties(table.mirror_key.path, None))
+        at = position.lsn if position is not None else None
+        found.append(int(at) if at is not None else None)
     return found
 
 

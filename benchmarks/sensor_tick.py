@@ -56,6 +56,7 @@ from cdc_assets.dagster.source import Source, load_source
 from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.emulator import dbapi as emulator_dbapi
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.records import MirrorPosition
 from cdc_assets.spark.asset_store import (
     PARTITION_COLUMN,
     PROPERTIES_COLUMN,
@@ -63,6 +64,7 @@ from cdc_assets.spark.asset_store import (
     AssetStore,
     delta_rs_uri,
 )
+from cdc_assets.spark.mirror_store import position_properties
 from cdc_assets.sqlserver import get_max_lsn
 
 TARGET_TICK = 1.0
@@ -220,11 +222,9 @@ def publish_chain(source: Source, snapshot_lsn: Lsn, end: Lsn) -> str:
             None,
             {
                 "kind": "mirror",
-                "lsn": end.hex,
-                "snapshot_version": snap_version,
+                **position_properties(MirrorPosition(end, snap_version, rows=0)),
                 "snapshot_lsn": snapshot_lsn.hex,
                 "replay_from": snapshot_lsn.hex,
-                "rows": 0,
             },
         )
     # the source's sync state, as the runs' steps leave it: the sensor reads it in one go

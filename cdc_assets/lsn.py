@@ -13,11 +13,17 @@ written three ways, all accepted here:
 Partition keys use 20 lower-case hex digits (:attr:`Lsn.key`): fixed width, so string order is LSN
 order. An :class:`LsnRange` is the half-open interval ``(lo, hi]`` of commit LSNs, written as the
 partition key ``<lo>-<hi>`` (DESIGN.md section 4).
+
+Change rows are ordered by :data:`CHANGE_ORDER`, (``__$start_lsn``, ``__$command_id``,
+``__$seqval``, ``__$operation``), as SQL Server defines it: ``__$seqval`` alone misorders some
+statements of one transaction. Every sort of change rows uses it (:func:`change_order` writes it
+as SQL).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import total_ordering
@@ -28,6 +34,18 @@ _MAX_INT = (1 << (8 * LSN_BYTES)) - 1
 _KEY_RE = re.compile(r"^[0-9a-f]{20}$")
 _HEX_RE = re.compile(r"^(?:0x)?([0-9a-fA-F]{20})$")
 _PARTS_RE = re.compile(r"^([0-9a-fA-F]{1,8}):([0-9a-fA-F]{1,8}):([0-9a-fA-F]{1,4})$")
+
+# a change row's columns that order it, and that order
+START_LSN = "__$start_lsn"  # the commit LSN of the change's transaction
+COMMAND_ID = "__$command_id"  # the statement in the transaction (SQL Server 2017 on)
+SEQVAL = "__$seqval"  # the change's place in the transaction
+OPERATION = "__$operation"  # 1 delete, 2 insert, 3 update before image, 4 update after image
+CHANGE_ORDER: tuple[str, ...] = (START_LSN, COMMAND_ID, SEQVAL, OPERATION)
+
+
+def change_order(quote: Callable[[str], str], *, descending: bool = False) -> str:
+    """:data:`CHANGE_ORDER` as an SQL ``ORDER BY`` list, each column as ``quote`` writes it."""
+    return ", ".join(quote(c) + (" DESC" if descending else "") for c in CHANGE_ORDER)
 
 
 class LsnError(ValueError):

@@ -17,6 +17,7 @@ PACKAGE = ROOT / "cdc_assets"
 # package -> the packages of cdc_assets it must not import (its layer or higher)
 FORBIDDEN: dict[str, set[str]] = {
     "lsn": {"sqlserver", "emulator", "workload", "tds_server", "spark", "dagster", "config"},
+    "records": {"sqlserver", "emulator", "workload", "tds_server", "spark", "dagster", "config"},
     "emulator": {"sqlserver", "workload", "tds_server", "spark", "dagster", "config"},
     "sqlserver": {"emulator", "workload", "tds_server", "spark", "dagster", "config"},
     "workload": {"emulator", "tds_server", "spark", "dagster", "config"},

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc_assets.lsn import Lsn, LsnError, LsnRange
+from cdc_assets.lsn import CHANGE_ORDER, Lsn, LsnError, LsnRange, change_order
 
 lsns = st.binary(min_size=10, max_size=10).map(Lsn)
 ints = st.integers(min_value=0, max_value=(1 << 80) - 1)
@@ -107,3 +107,13 @@ def test_bad_partition_keys_are_refused_clearly(key: str) -> None:
     assert not LsnRange.is_key(key)
     with pytest.raises(LsnError, match=r"lo|range"):
         LsnRange.parse_key(key)
+
+
+def test_change_rows_are_ordered_as_sql_server_orders_them() -> None:
+    assert CHANGE_ORDER == ("__$start_lsn", "__$command_id", "__$seqval", "__$operation")
+    assert change_order(lambda c: f"t.[{c}]") == (
+        "t.[__$start_lsn], t.[__$command_id], t.[__$seqval], t.[__$operation]"
+    )
+    assert change_order(str, descending=True) == (
+        "__$start_lsn DESC, __$command_id DESC, __$seqval DESC, __$operation DESC"
+    )

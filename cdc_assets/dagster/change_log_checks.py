@@ -17,6 +17,7 @@ from typing import Any
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec
 
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.spark.change_log_properties import range_of
 from cdc_assets.sqlserver import CaptureInstance, SourceTable
 from cdc_assets.sqlserver.changes import check_range_available
 from cdc_assets.sqlserver.dbapi import DbapiConnection
@@ -192,8 +193,9 @@ def quiet_coverage_result(table: Table, lsn_range: LsnRange) -> AssetCheckResult
 
 
 def coverage_result(table: Table, properties: dict[str, Any]) -> AssetCheckResult:
-    coverage = properties.get("coverage")
-    if coverage is None:  # the snapshot starts the coverage of the chain
+    found = range_of(properties)
+    coverage = found.coverage if found is not None else None
+    if found is None or coverage is None:  # the snapshot starts the coverage of the chain
         return AssetCheckResult(
             asset_key=table.change_log_key,
             check_name=COVERAGE,
@@ -207,18 +209,18 @@ def coverage_result(table: Table, properties: dict[str, Any]) -> AssetCheckResul
     return AssetCheckResult(
         asset_key=table.change_log_key,
         check_name=COVERAGE,
-        passed=bool(coverage["ok"]),
+        passed=coverage.ok,
         severity=AssetCheckSeverity.ERROR,
         description=(
             "the range was read inside the validity interval"
-            if coverage["ok"]
-            else f"{coverage['reason']}. The mirror is not touched. Re-snapshot the table "
+            if coverage.ok
+            else f"{coverage.reason}. The mirror is not touched. Re-snapshot the table "
             "(materialize its 'snapshot' partition) to continue without loss."
         ),
         metadata={
-            "lo_plus_1": properties["lo"],
-            "hi": properties["hi"],
-            "min_lsn_after_read": coverage["min_lsn"],
-            "max_lsn_after_read": coverage["max_lsn"],
+            "lo_plus_1": found.lsn_range.lo.hex,
+            "hi": found.lsn_range.hi.hex,
+            "min_lsn_after_read": coverage.min_lsn.hex if coverage.min_lsn else None,
+            "max_lsn_after_read": coverage.max_lsn.hex if coverage.max_lsn else None,
         },
     )

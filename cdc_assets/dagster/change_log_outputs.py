@@ -15,8 +15,10 @@ from dagster import Failure, MetadataValue
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.records import Coverage, RangeProperties
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.asset_store import DRIVER_WRITE_ROWS, AssetStore, Published, RowsInDriver
+from cdc_assets.spark.change_log_properties import range_of, range_properties
 from cdc_assets.spark.session import write_parallelism
 from cdc_assets.spark.snapshot_chunks import BatchCommitted, SnapshotProgress, write_in_chunks
 from cdc_assets.sqlserver import (
@@ -325,40 +327,44 @@ def range_output(
             for c in get_source_columns(conn, table.schema, table.name)
             if c.name not in captured
         ]
-        return {
-            "kind": "range",
-            "capture_instance": instance.name,
-            "lo": lsn_range.lo.hex,
-            "hi": lsn_range.hi.hex,
-            # The table's snapshot holds the changes up to its replay LSN: only those above it
-            # are read (none when it covers the whole range, e.g. after a re-snapshot).
-            "read_from": read_range.lo.hex if read_range is not None else lsn_range.hi.hex,
-            "rows": sum(operations.values()),
-            "operations": operations,
-            **times.get(conn),
-            "read_at": dt.datetime.now(dt.UTC).isoformat(),
-            "columns_not_captured": not_captured,
-            "coverage": {
-                "ok": not reasons,
-                "min_lsn": minimum.hex,
-                "max_lsn": maximum.hex,
-                "reason": "; ".join(reasons),
-            },
-        }
+        read = times.get(conn)
+        return range_properties(
+            RangeProperties(
+                lsn_range=lsn_range,
+                capture_instance=instance.name,
+                # The table's snapshot holds the changes up to its replay LSN: only those above
+                # it are read (none when it covers the whole range, e.g. after a re-snapshot).
+                read_from=read_range.lo if read_range is not None else lsn_range.hi,
+                rows=sum(operations.values()),
+                operations=operations,
+                transactions=read["transactions"],
+                first_commit=read["first_commit"],
+                last_commit=read["last_commit"],
+                lag_seconds=read["lag_seconds"],
+                read_at=dt.datetime.now(dt.UTC).isoformat(),
+                columns_not_captured=tuple(not_captured),
+                coverage=Coverage(
+                    ok=not reasons, min_lsn=minimum, max_lsn=maximum, reason="; ".join(reasons)
+                ),
+            )
+        )
 
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
+        r = range_of(p)
+        assert r is not None, "a range partition's properties name its range"
+        lo, hi = r.lsn_range.lo.hex, r.lsn_range.hi.hex
         return {
-            "dagster/row_count": p["rows"],
-            "lsn_range": f"({p['lo']}, {p['hi']}]",
-            **_range_metadata(p, p["operations"]),
-            "capture_instance": p["capture_instance"],
+            "dagster/row_count": r.rows,
+            "lsn_range": f"({lo}, {hi}]",
+            **_range_metadata(p, dict(r.operations)),
+            "capture_instance": r.capture_instance,
             "columns_not_captured": MetadataValue.text(
-                ", ".join(p["columns_not_captured"])
-                + f": the source table has them, capture instance {p['capture_instance']} does "
+                ", ".join(r.columns_not_captured)
+                + f": the source table has them, capture instance {r.capture_instance} does "
                 "not, so the mirror lacks them. To capture them, create a second capture "
                 "instance (sys.sp_cdc_enable_table … @capture_instance = N'<new name>'); the "
                 "table is then re-snapshotted with it."
-                if p["columns_not_captured"]
+                if r.columns_not_captured
                 else "none"
             ),
             COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),

@@ -3,11 +3,11 @@ with (or the snapshot under way, not published until its last chunk commit), and
 marks — a range refused because cleanup removed changes it needs (or a schema change), which
 tells the sync sensor to re-snapshot the table (``sync.on_gap``)."""
 
-from typing import Any
-
 from pyspark.sql import SparkSession
 
+from cdc_assets.records import Gap
 from cdc_assets.spark.asset_store import WRITE_ID
+from cdc_assets.spark.change_log_properties import gap_of, gap_properties
 from cdc_assets.spark.snapshot_chunks import SnapshotProgress
 
 from .chain import SnapshotInfo
@@ -42,12 +42,13 @@ def mark_gap(
     run_id: str,
 ) -> None:
     """Record that ``partition_key`` could not be read for ``table`` (nothing was written)."""
-    details: dict[str, Any] = {
-        "reason": reason,
-        "snapshot_version": snapshot.version if snapshot else None,
-        "run_id": run_id,
-    }
-    source.store.mark_gap(spark, table.change_log_key.path, partition_key, details)
+    gap = Gap(reason, snapshot.version if snapshot else None, run_id)
+    source.store.mark_gap(spark, table.change_log_key.path, partition_key, gap_properties(gap))
+
+
+def recorded_gap(source: Source, table: Table, partition_key: str) -> Gap | None:
+    """The gap recorded for ``partition_key`` of ``table``'s change log, if any."""
+    return gap_of(source.store.gap(table.change_log_key.path, partition_key))
 
 
 def clear_gap(spark: SparkSession, source: Source, table: Table, partition_key: str) -> None:

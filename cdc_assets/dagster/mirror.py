@@ -31,8 +31,10 @@ from dagster import (
 from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.records import MirrorPosition
 from cdc_assets.spark import mirror_store
 from cdc_assets.spark.asset_store import AssetStore, Published
+from cdc_assets.spark.change_log_properties import range_of
 from cdc_assets.spark.session import use_in_this_thread
 
 from .chain import (
@@ -63,31 +65,54 @@ from .table_pool import LogLine, collect, run_tables
 from .table_steps import step_name, table_groups
 
 
-def mirror_state(
+def mirror_position(
     source: Source, table: Table, sync: SourceSync | None = None
-) -> dict[str, Any] | None:
-    """The properties of the mirror's last commit, its ``lsn`` moved on by the quiet ranges the
-    sync state recorded after that commit (``committed_lsn``: the commit's own); ``sync``: the
-    source's sync state when the caller has read it."""
-    committed = source.store.properties(table.mirror_key.path, None)
-    if not committed:
-        return committed
+) -> MirrorPosition | None:
+    """Where the mirror is: what its last commit recorded, its ``lsn`` moved on by the quiet
+    ranges the sync state recorded after that commit (``commit_lsn``: the commit's own), its
+    rows from the sync state when the commit did not record them (a MERGE's row count is known
+    only after its commit); ``sync``: the source's sync state when the caller has read it."""
+    return _position(source.store.properties(table.mirror_key.path, None), source, table, sync)
+
+
+def _position(
+    committed: dict[str, Any] | None, source: Source, table: Table, sync: SourceSync | None
+) -> MirrorPosition | None:
+    position = mirror_store.position_of(committed)
+    if position is None:
+        return None
     if sync is None:
         sync = SourceSync.load(source, fill=False)
     row = sync.tables.get(table)
-    state = dict(committed)
-    if describes(row, committed) and row is not None and "rows" not in state:
-        # a MERGE's row count is known only after its commit: the sync state keeps it
-        state["rows"] = row.mirror_rows
-    at, quiet = mirror_at(committed, row)
+    if describes(row, position) and row is not None and position.rows is None:
+        position = replace(position, rows=row.mirror_rows)
+    at, quiet = mirror_at(position, row)
     if quiet and at is not None:
-        state.update(lsn=at.hex, committed_lsn=committed["lsn"])
+        position = replace(position, lsn=at)
+    return position
+
+
+def mirror_state(
+    source: Source, table: Table, sync: SourceSync | None = None
+) -> dict[str, Any] | None:
+    """The properties of the mirror's last commit with its position (:func:`mirror_position`)
+    in them: its ``lsn`` moved on by quiet ranges (``committed_lsn``: the commit's own), its
+    ``rows`` from the sync state when the commit did not record them."""
+    committed = source.store.properties(table.mirror_key.path, None)
+    position = _position(committed, source, table, sync)
+    if not committed or position is None:
+        return committed
+    state = dict(committed)
+    if "rows" not in state and position.rows is not None:
+        state["rows"] = position.rows
+    if position.lsn is not None and position.lsn != position.commit_lsn:
+        state.update(lsn=position.lsn.hex, committed_lsn=committed["lsn"])
     return state
 
 
 def mirror_lsn(source: Source, table: Table, sync: SourceSync | None = None) -> Lsn | None:
-    state = mirror_state(source, table, sync)
-    return Lsn.parse(state["lsn"]) if state and "lsn" in state else None
+    position = mirror_position(source, table, sync)
+    return position.lsn if position is not None else None
 
 
 def _change_rows(source: Source, table: Table, needed: list[LsnRange]) -> int:
@@ -98,21 +123,22 @@ def _change_rows(source: Source, table: Table, needed: list[LsnRange]) -> int:
     rows = 0
     for lsn_range in needed:
         properties = source.store.properties(path, lsn_range.key)
+        found = range_of(properties)
         if properties is None:
             raise Failure(
                 f"{table.qualified_name}: range {lsn_range.key} has not been materialized for "
                 f"{table.change_log_key.to_user_string()}; materialize that partition first (the "
                 "mirror never skips a range)."
             )
-        coverage = properties.get("coverage") or {}
-        if not coverage.get("ok"):
+        coverage = found.coverage if found is not None else None
+        if coverage is None or not coverage.ok:
             raise Failure(
                 f"{table.qualified_name}: range {lsn_range.key} failed its coverage check "
-                f"({coverage.get('reason') or 'no coverage recorded'}); the mirror is left as it "
-                "is. Re-snapshot the table to continue."
+                f"({(coverage and coverage.reason) or 'no coverage recorded'}); the mirror is "
+                "left as it is. Re-snapshot the table to continue."
             )
-        counted = properties.get("rows")
-        rows += counted if isinstance(counted, int) else 1  # unknown: read the range
+        assert found is not None
+        rows += found.rows if found.rows is not None else 1  # unknown: read the range
     return rows
 
 
@@ -120,12 +146,12 @@ def _as_of(source: Source, table: Table, applied: list[LsnRange]) -> dict[str, A
     """The commit time the mirror is at (the last applied range's last commit) and the lag
     measured when that range was read."""
     for lsn_range in reversed(applied):
-        p = source.store.properties(table.change_log_key.path, lsn_range.key) or {}
-        if p.get("last_commit"):
+        found = range_of(source.store.properties(table.change_log_key.path, lsn_range.key))
+        if found is not None and found.last_commit:
             return {
-                "as_of_commit_time": p["last_commit"],
-                "lag_at_read_seconds": p.get("lag_seconds"),
-                "read_at": p.get("read_at"),
+                "as_of_commit_time": found.last_commit,
+                "lag_at_read_seconds": found.lag_seconds,
+                "read_at": found.read_at,
             }
     return {}
 
@@ -146,10 +172,10 @@ def _mirror_output(
     ranges: Callable[[Lsn], Sequence[LsnRange]],
     target: Lsn,
     snapshot: SnapshotInfo | None,
-    state: dict[str, Any] | None,
+    position: MirrorPosition | None,
 ) -> tuple[StoredFrame | None, str]:
     """The new state of ``table``'s mirror at ``target``, or None and the reason to leave it
-    (``snapshot``: the table's snapshot, ``state``: the mirror's properties, both read by the
+    (``snapshot``: the table's snapshot, ``position``: where the mirror is, both read by the
     caller)."""
     if snapshot is None:
         under_way = snapshot_progress(source, table)
@@ -170,8 +196,9 @@ def _mirror_output(
             f"its snapshot is consistent from {snapshot.snapshot_lsn.hex} on, after this range's "
             f"end {target.hex}; a later range brings it up"
         )
-    if state and state.get("snapshot_version") == snapshot.version:
-        start = Lsn.parse(state["lsn"])
+    if position is not None and position.built_from(snapshot.version):
+        assert position.lsn is not None
+        start = position.lsn
         if start >= target:
             return None, f"it is already at {start.hex}"
         rebuilt = False
@@ -194,19 +221,25 @@ def _mirror_output(
     from_snapshot = (
         mirror_store.SnapshotPartition(SNAPSHOT_PARTITION, snapshot.rows) if rebuilt else None
     )
-    before = state.get("rows") if state and not rebuilt else None
+    before = position.rows if position is not None and not rebuilt else None
+    as_of = _as_of(source, table, needed)
+    reached = MirrorPosition(
+        lsn=target,
+        snapshot_version=snapshot.version,
+        rows=None,  # the mirror store counts them
+        commit_time=as_of.get("as_of_commit_time"),
+        # a merge keeps the mirror's columns (a schema change comes with a new snapshot)
+        columns=position.columns if not rebuilt and position is not None else None,
+    )
     properties: dict[str, Any] = {
-        **_as_of(source, table, needed),
+        **as_of,
         "kind": "mirror",
-        "lsn": target.hex,
-        "snapshot_version": snapshot.version,
+        **mirror_store.position_properties(reached),
         "snapshot_lsn": snapshot.snapshot_lsn.hex,
         "replay_from": snapshot.replay_from.hex,
         "previous_lsn": start.hex,
         "applied_ranges": [r.key for r in needed],
         "rebuilt_from_snapshot": rebuilt,
-        # a merge keeps the mirror's columns (a schema change comes with a new snapshot)
-        **({"columns": state["columns"]} if not rebuilt and state and "columns" in state else {}),
     }
 
     def write(spark: SparkSession, store: AssetStore, key_path: Sequence[str]) -> Published:
@@ -217,21 +250,23 @@ def _mirror_output(
             changes,
             to=key_path,
             properties=properties,
-            mirror_rows=before if isinstance(before, int) else None,
+            mirror_rows=before,
             snapshot=from_snapshot,
         )
 
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
+        reached = mirror_store.position_of(p)
+        assert reached is not None and reached.lsn is not None
         return {
-            "dagster/row_count": p["rows"],
-            "mirror_lsn": p["lsn"],
+            "dagster/row_count": reached.rows,
+            "mirror_lsn": reached.lsn.hex,
             "previous_lsn": p["previous_lsn"],
             "ranges_applied": len(p["applied_ranges"]),
             "rebuilt_from_snapshot": p["rebuilt_from_snapshot"],
             "as_of_commit_time": text(p.get("as_of_commit_time") or "(snapshot only)"),
             # no lag for a mirror that is only its snapshot: no range commit to measure it from
             **({"lag_seconds": MetadataValue.float(_lag_now(p))} if p.get("read_at") else {}),
-            COLUMN_LINEAGE: column_lineage(p["columns"], table.source_key),
+            COLUMN_LINEAGE: column_lineage(list(reached.columns or ()), table.source_key),
         }
 
     return StoredFrame(None, metadata=metadata, write=write), ""
@@ -355,29 +390,29 @@ def _mirror_step(
         yielded by the step, its new sync-state row goes into ``updates``."""
         key = table.mirror_key
         snapshot = snapshot_info(source, table)
-        state = mirror_state(source, table, sync)
+        position = mirror_position(source, table, sync)
         row = replace(sync[table], snapshot=snapshot)
         from_snapshot = snapshot is not None and (
-            not state or state.get("snapshot_version") != snapshot.version
+            position is None or position.snapshot_version != snapshot.version
         )
-        stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi, snapshot, state)
+        stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi, snapshot, position)
         if stored is None:
             yield LogLine("info", f"{key.to_user_string()} is left as it is: {why}")
-            if state and state.get("lsn") and state.get("snapshot_version"):
+            if position is not None and position.lsn and position.snapshot_version:
                 # what the mirror's own commit says, where the sync state lags behind it (a run
                 # killed between the two): its rows are counted, as no MERGE metrics say them
-                at, rows = Lsn.parse(state["lsn"]), state.get("rows")
-                commit_lsn = Lsn.parse(state.get("committed_lsn") or state["lsn"])
-                if not isinstance(rows, int):
+                at, rows = position.lsn, position.rows
+                commit_lsn = position.commit_lsn or position.lsn
+                if rows is None:
                     rows = mirror_store.row_count(spark, source.store.location(key.path))
-                moved = with_mirror(row, state["snapshot_version"], commit_lsn, rows, None)
+                moved = with_mirror(row, position.snapshot_version, commit_lsn, rows, None)
                 updates[table] = cleared(replace(moved, mirror_at=max(at, commit_lsn)))
             return
         published = commit(spark, source.store, key.path, None, stored)
-        properties = published.properties
-        rows = properties.get("rows")
+        reached = mirror_store.position_of(published.properties)
         if published.committed:
-            row = with_mirror(row, properties["snapshot_version"], lsn_range.hi, rows, now())
+            assert reached is not None and reached.snapshot_version is not None
+            row = with_mirror(row, reached.snapshot_version, lsn_range.hi, reached.rows, now())
         else:  # quiet ranges only: the same commit, a new position
             row = replace(row, mirror_at=lsn_range.hi, reported_at=now())
         updates[table] = cleared(row)

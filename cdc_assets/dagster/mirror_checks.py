@@ -25,6 +25,7 @@ from dagster import (
 from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.spark import mirror_store
 from cdc_assets.sqlserver import (
     CaptureNotReady,
     SnapshotIsolationNotAllowed,
@@ -40,7 +41,7 @@ from cdc_assets.sqlserver import (
 from .chain import chain_end, recent_ranges
 from .chain_end_check import AT_CHAIN_END, at_chain_end_result
 from .health_checks import START_CAPTURE
-from .mirror import mirror_state
+from .mirror import mirror_position
 from .source import Source, Table
 
 RECONCILE = "reconcile"
@@ -49,8 +50,9 @@ CAPTURE_WAIT_SECONDS = 120.0
 
 
 def _at_chain_end(source: Source, table: Table, end: Lsn | None) -> AssetCheckResult:
-    state = mirror_state(source, table) or {}
-    return at_chain_end_result(table, state.get("lsn"), end)
+    position = mirror_position(source, table)
+    at = position.lsn if position is not None else None
+    return at_chain_end_result(table, at.hex if at is not None else None, end)
 
 
 def source_counts(source: Source, tables: list[Table]) -> tuple[Lsn, dict[Table, int]]:
@@ -67,11 +69,11 @@ def _mirror_at(spark: SparkSession, source: Source, table: Table) -> tuple[Lsn, 
     """The mirror's LSN and its row count, both of one Delta version (a sync run may merge
     the next range meanwhile); None before its first materialization."""
     found = source.store.commit_properties(table.mirror_key.path)
-    if found is None or "lsn" not in found[1]:
+    position = mirror_store.position_of(found[1]) if found is not None else None
+    if found is None or position is None or position.lsn is None:
         return None
-    version, properties = found
-    rows = source.store.read(spark, table.mirror_key.path, None, version=version).count()
-    return Lsn.parse(properties["lsn"]), rows
+    rows = source.store.read(spark, table.mirror_key.path, None, version=found[0]).count()
+    return position.lsn, rows
 
 
 def _capture_not_past(source: Source, lsn: Lsn) -> str | None:

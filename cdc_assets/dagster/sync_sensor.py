@@ -78,9 +78,10 @@ from .chain import (
     recent_ranges,
     retire,
 )
+from .change_log_state import recorded_gap
 from .health_checks import CAPTURE_HEALTH
 from .io_manager import is_source_level
-from .mirror import mirror_state
+from .mirror import mirror_position
 from .names import (
     CATCH_UP_TAG,
     CHANGE_LOG_CHECKS,
@@ -233,12 +234,12 @@ def _gaps(source: Source, last: LsnRange, snapshots: dict[Table, SnapshotInfo | 
     it needs, and that have not been re-snapshotted since: table -> the recorded reason."""
     found = {}
     for table, snap in snapshots.items():
-        gap = source.store.gap(table.change_log_key.path, last.key)
-        if gap is None or source.store.is_published(table.change_log_key.path, last.key):
+        recorded = recorded_gap(source, table, last.key)
+        if recorded is None or source.store.is_published(table.change_log_key.path, last.key):
             continue
-        if snap is not None and gap.get("snapshot_version") != snap.version:
+        if snap is not None and recorded.snapshot_version != snap.version:
             continue  # re-snapshotted since: the rerun reads only what the new snapshot needs
-        found[table] = str(gap.get("reason") or "changes were removed by cleanup")
+        found[table] = str(recorded.reason or "changes were removed by cleanup")
     return found
 
 
@@ -399,10 +400,11 @@ def _next_range_of(
 ) -> LsnRange:
     """The range ``table`` needs next: the first after the LSN its mirror is at (its snapshot's
     replay LSN when the mirror is not built from that snapshot), which is where it stopped."""
-    state = mirror_state(source, table, sync)
+    position = mirror_position(source, table, sync)
     at = snap.replay_from
-    if state and state.get("snapshot_version") == snap.version and "lsn" in state:
-        at = max(at, Lsn.parse(state["lsn"]))
+    if position is not None and position.built_from(snap.version):
+        assert position.lsn is not None
+        at = max(at, position.lsn)
     for r in ranges(at):
         if r.hi > at and r.hi >= snap.snapshot_lsn:
             return r

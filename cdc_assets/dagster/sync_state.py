@@ -34,6 +34,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn
+from cdc_assets.records import MirrorPosition
+from cdc_assets.spark.mirror_store import position_of
 from cdc_assets.spark.sync_state_store import read_rows, swap_rows
 
 from .chain import SnapshotInfo
@@ -132,15 +134,15 @@ def from_stores(source: Source, table: Table) -> TableSync:
     """What the table's own Delta tables say (two reads): the state of a table the sync state
     has no row for yet (a new table, storage written before the sync state existed)."""
     snapshot = snapshot_info(source, table)
-    committed = source.store.properties(table.mirror_key.path, None) or {}
-    at = Lsn.parse(committed["lsn"]) if committed.get("lsn") else None
-    rows = committed.get("rows")
+    committed = position_of(source.store.properties(table.mirror_key.path, None))
+    if committed is None:
+        return TableSync(snapshot=snapshot)
     return TableSync(
         snapshot=snapshot,
-        mirror_version=committed.get("snapshot_version"),
-        mirror_commit=at,
-        mirror_at=at,
-        mirror_rows=rows if isinstance(rows, int) else None,
+        mirror_version=committed.snapshot_version,
+        mirror_commit=committed.lsn,
+        mirror_at=committed.lsn,
+        mirror_rows=committed.rows,
     )
 
 
@@ -221,26 +223,24 @@ def with_mirror(
     )
 
 
-def describes(row: TableSync | None, committed: Mapping[str, Any] | None) -> bool:
-    """``row`` was written after exactly the mirror commit whose properties are ``committed``."""
-    if row is None or not committed or not committed.get("lsn"):
+def describes(row: TableSync | None, committed: MirrorPosition | None) -> bool:
+    """``row`` was written after exactly the mirror commit that recorded ``committed``."""
+    if row is None or committed is None or committed.lsn is None:
         return False
     return (
-        row.mirror_commit == Lsn.parse(committed["lsn"])
-        and row.mirror_version == committed.get("snapshot_version")
+        row.mirror_commit == committed.lsn
+        and row.mirror_version == committed.snapshot_version
         and row.mirror_at is not None
     )
 
 
-def mirror_at(
-    committed: Mapping[str, Any] | None, row: TableSync | None
-) -> tuple[Lsn | None, bool]:
-    """Where a mirror is: the LSN of its last commit (``committed``: that commit's properties),
+def mirror_at(committed: MirrorPosition | None, row: TableSync | None) -> tuple[Lsn | None, bool]:
+    """Where a mirror is: the LSN of its last commit (``committed``: what that commit recorded),
     moved on by the quiet ranges the sync state recorded after exactly that commit. Also
     whether quiet ranges moved it."""
-    if not committed or not committed.get("lsn"):
+    if committed is None or committed.lsn is None:
         return None, False
-    at = Lsn.parse(committed["lsn"])
+    at = committed.lsn
     moved = row.mirror_at if row is not None and describes(row, committed) else None
     if moved is not None and moved > at:
         return moved, True

@@ -30,6 +30,8 @@ of the masks of the key's changes in the range.
 
 from __future__ import annotations
 
+from cdc_assets.lsn import change_order
+
 from .catalog import CaptureInstance, Table
 from .storage import quote
 from .types import INT, LSN, VARBINARY128, SqlType
@@ -136,7 +138,7 @@ def all_changes_sql(instance: CaptureInstance, lo: str, hi: str, option: str) ->
         f'FROM "__emu_chk" CROSS JOIN {ct} AS ct '
         f'WHERE ct."__$start_lsn" >= {lo} AND ct."__$start_lsn" <= {hi} '
         f"AND (ct.\"__$operation\" <> 3 OR lower(trim({option})) = 'all update old') "
-        'ORDER BY ct."__$start_lsn", ct."__$command_id", ct."__$seqval", ct."__$operation"'
+        f"ORDER BY {change_order(lambda c: 'ct.' + quote(c))}"
     )
 
 
@@ -145,11 +147,8 @@ def net_changes_sql(instance: CaptureInstance, lo: str, hi: str, option: str) ->
     ct = quote(instance.change_table)
     keys = [quote(k) for k in instance.key_columns]
     partition = ", ".join(f"ct.{k}" for k in keys)
-    order = 'ct."__$start_lsn", ct."__$command_id", ct."__$seqval", ct."__$operation"'
-    order_desc = (
-        'ct."__$start_lsn" DESC, ct."__$command_id" DESC, ct."__$seqval" DESC, '
-        'ct."__$operation" DESC'
-    )
+    order = change_order(lambda c: "ct." + quote(c))
+    order_desc = change_order(lambda c: "ct." + quote(c), descending=True)
     join_first = " AND ".join(f"f.{k} = l.{k}" for k in keys)
     join_mask = " AND ".join(f"m.{k} = l.{k}" for k in keys)
     merge = f"lower(trim({option})) = 'all with merge'"
@@ -178,5 +177,5 @@ def net_changes_sql(instance: CaptureInstance, lo: str, hi: str, option: str) ->
         f'JOIN "__emu_r" AS f ON {join_first} AND f."__emu_first" = 1 '
         f'JOIN "__emu_m" AS m ON {join_mask} '
         'WHERE l."__emu_last" = 1 AND NOT (f."__$operation" = 2 AND l."__$operation" = 1) '
-        'ORDER BY l."__$start_lsn", l."__$command_id", l."__$seqval"'
+        f"ORDER BY {change_order(lambda c: 'l.' + quote(c))}"
     )

@@ -2,7 +2,8 @@
 
 Change rows carry ``__$start_lsn``, ``__$command_id``, ``__$seqval`` and ``__$operation``
 (1 delete, 2 insert, 3 update before image, 4 update after image) and the captured columns. SQL
-Server orders changes by (``__$start_lsn``, ``__$command_id``, ``__$seqval``, ``__$operation``); an
+Server orders changes by (``__$start_lsn``, ``__$command_id``, ``__$seqval``, ``__$operation``,
+:data:`cdc_assets.lsn.CHANGE_ORDER`); an
 update of a key column arrives as delete + insert, so per key "the last change wins":
 
 - keyed tables: the last change of each key decides — a delete drops the key, an insert or an
@@ -25,12 +26,9 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-START_LSN = "__$start_lsn"
-COMMAND_ID = "__$command_id"
-SEQVAL = "__$seqval"
-OPERATION = "__$operation"
+from cdc_assets.lsn import CHANGE_ORDER, OPERATION, START_LSN
+
 DELETE, INSERT, BEFORE_IMAGE, AFTER_IMAGE = 1, 2, 3, 4
-CHANGE_ORDER = (START_LSN, COMMAND_ID, SEQVAL, OPERATION)
 MISSING_ROW = "keyless merge: the changes remove a row the mirror does not hold"
 
 

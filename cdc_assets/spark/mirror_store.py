@@ -42,6 +42,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_assets.lsn import Lsn
+from cdc_assets.records import MirrorPosition
 
 from . import merge_with_deletion_vectors, sqlserver_source
 from .asset_store import (
@@ -82,6 +83,9 @@ MIRROR_TABLE_PROPERTIES = {
 }
 LSN = "lsn"  # the property holding the LSN a mirror commit reached (Lsn.hex)
 ROWS = "rows"  # ... and the mirror's rows after it
+SNAPSHOT_VERSION = "snapshot_version"  # ... the write id of the snapshot it is built from
+COMMIT_TIME = "as_of_commit_time"  # ... the commit time of the last change it applied
+COLUMNS = "columns"  # ... and its columns
 ACTION = "_cdc_action"
 COPIES = "_cdc_copies"
 # A range of at most this many change rows into a keyed mirror is merged in the driver (held
@@ -108,6 +112,39 @@ class SnapshotPartition:
 
     partition: str
     rows: int | None  # the snapshot's rows, when known
+
+
+def position_of(properties: Mapping[str, Any] | None) -> MirrorPosition | None:
+    """The position a mirror commit recorded in its properties (its ``userMetadata``); None for
+    a mirror without a commit that has properties."""
+    if not properties:
+        return None
+    text = properties.get(LSN)
+    lsn = Lsn.parse(text) if text else None
+    rows = properties.get(ROWS)
+    columns = properties.get(COLUMNS)
+    return MirrorPosition(
+        lsn=lsn,
+        snapshot_version=properties.get(SNAPSHOT_VERSION),
+        rows=rows if isinstance(rows, int) else None,
+        commit_lsn=lsn,
+        commit_time=properties.get(COMMIT_TIME),
+        columns=tuple(columns) if columns is not None else None,
+    )
+
+
+def position_properties(position: MirrorPosition) -> dict[str, Any]:
+    """The properties a mirror commit records of ``position`` (those :func:`position_of` reads;
+    the rows, commit time and columns only when known): the commit's own LSN is ``lsn``."""
+    assert position.lsn is not None, "a mirror commit records the LSN it reached"
+    found: dict[str, Any] = {LSN: position.lsn.hex, SNAPSHOT_VERSION: position.snapshot_version}
+    if position.rows is not None:
+        found[ROWS] = position.rows
+    if position.commit_time is not None:
+        found[COMMIT_TIME] = position.commit_time
+    if position.columns is not None:
+        found[COLUMNS] = list(position.columns)
+    return found
 
 
 def apply(
@@ -256,7 +293,7 @@ def rebuild(
 
     def finalize(written: DataFrame) -> dict[str, Any]:
         counted = written.count() if rows is None else rows
-        return {**properties, "columns": written.columns, "rows": counted}
+        return {**properties, COLUMNS: written.columns, ROWS: counted}
 
     return store.write(
         spark,
@@ -283,7 +320,7 @@ def rebuild_in_driver(
 
     def finalize(written: DataFrame | pa.Table) -> dict[str, Any]:
         assert isinstance(written, pa.Table)
-        return {**properties, "columns": rows.schema.names, "rows": written.num_rows}
+        return {**properties, COLUMNS: rows.schema.names, ROWS: written.num_rows}
 
     return store.write_in_driver(
         spark, rows, key_path, None, finalize, table_properties=MIRROR_TABLE_PROPERTIES

@@ -30,7 +30,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.lsn import Lsn, LsnRange, change_order
 
 from .arrow_types import (
     COMMIT_TIME,
@@ -96,13 +96,16 @@ SELECT ct.[__$start_lsn], ct.[__$command_id], ct.[__$seqval], ct.[__$operation],
 FROM {change_table} AS ct
 LEFT JOIN cdc.lsn_time_mapping AS m ON m.start_lsn = ct.[__$start_lsn]
 WHERE ct.[__$start_lsn] > ? AND ct.[__$start_lsn] <= ?
-ORDER BY ct.[__$start_lsn], ct.[__$command_id], ct.[__$seqval], ct.[__$operation]
+ORDER BY {order}
 """
 
 
 def change_rows_query(instance: CaptureInstance) -> str:
     columns = ", ".join(f"ct.{quote_name(c)}" for c in instance.column_names)
-    return CHANGE_ROWS_QUERY.format(columns=columns, change_table=instance.change_table)
+    order = change_order(lambda c: f"ct.{quote_name(c)}")
+    return CHANGE_ROWS_QUERY.format(
+        columns=columns, change_table=instance.change_table, order=order
+    )
 
 
 def read_changes(

@@ -35,7 +35,7 @@ from cdc_assets.dagster.in_process import (
     execute_request,
     tick_sensor,
 )
-from cdc_assets.dagster.mirror import mirror_lsn, mirror_state
+from cdc_assets.dagster.mirror import mirror_lsn, mirror_position
 from cdc_assets.dagster.names import sync_job_name
 from cdc_assets.dagster.source import Source, Table, load_source
 from cdc_assets.lsn import Lsn, LsnRange
@@ -206,8 +206,9 @@ class SyncHarness:
                     extra = a.exceptAll(b).limit(3).collect()
                     assert not extra, f"{table.qualified_name}: rows only in the {where}: {extra}"
                 # the row count its last commit recorded (from MERGE metrics) is the real one
-                state = mirror_state(self.source, table) or {}
-                assert state.get("rows") == mirror.count(), (table.qualified_name, state)
+                position = mirror_position(self.source, table)
+                rows = position.rows if position is not None else None
+                assert rows == mirror.count(), (table.qualified_name, position)
             finally:
                 mirror.unpersist()
                 current.unpersist()

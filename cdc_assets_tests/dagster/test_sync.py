@@ -24,7 +24,7 @@ from cdc_assets import emulator
 from cdc_assets.dagster import mirror_checks
 from cdc_assets.dagster.chain import range_partitions
 from cdc_assets.dagster.metadata import OPERATION_NAMES
-from cdc_assets.dagster.mirror import mirror_lsn, mirror_state
+from cdc_assets.dagster.mirror import mirror_lsn, mirror_position, mirror_state
 from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.dagster.source import Table
 from cdc_assets.lsn import Lsn, LsnRange
@@ -454,10 +454,10 @@ def test_cleanup_gap_resnapshots_the_table_and_rebuilds_its_mirror(harness: Sync
     harness.sync()
     assert harness.source.store.is_published(victim.change_log_key.path, failed.partition_key)
     harness.assert_mirrors_equal_source()
-    state = mirror_state(harness.source, victim)
+    position = mirror_position(harness.source, victim)
     snapshot = harness.source.store.current_version(victim.change_log_key.path, SNAPSHOT_PARTITION)
-    assert state is not None and snapshot is not None
-    assert state["snapshot_version"] == snapshot, "the mirror was not rebuilt"
+    assert position is not None and snapshot is not None
+    assert position.snapshot_version == snapshot, "the mirror was not rebuilt"
 
 
 def test_cleanup_gap_with_on_gap_fail_waits_for_a_person(
