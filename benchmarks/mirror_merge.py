@@ -18,7 +18,8 @@ For each (kind, table, range) it times
   touches; and the bytes it wrote (Delta's operation metrics). The mirror is written as a
   snapshot's rebuild writes it (clustered by key in files of ``key_clustering.ROWS_PER_FILE``
   rows);
-- rewrite: ``mirror_merge.merge_keyed`` (current table ∪ changes, the last change per key wins)
+- rewrite: ``mirror_merge.rows_after_keyed_changes`` (current table ∪ changes, the last change
+  per key wins)
   written whole as a new Delta version, and its bytes.
 
 Prints seconds, bytes and merge/rewrite. Targets, for each kind: 10 changes into 10M rows at
@@ -46,7 +47,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.spark import mirror_store
 from cdc_assets.spark.asset_store import AssetStore
-from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+from cdc_assets.spark.mirror_merge import rows_after_keyed_changes, rows_after_multiset_changes
 from cdc_assets.spark.mirror_store import DRIVER_MERGE_ROWS
 
 LSN_WIDTH = 20  # hex digits of a binary(10) LSN
@@ -225,9 +226,9 @@ def timed_rewrite(
     started = time.perf_counter()
     current = store.read(spark, key, None)
     if keyless:
-        merged = merge_multiset(current, changes)
+        merged = rows_after_multiset_changes(current, changes)
     else:
-        merged = merge_keyed(current, changes, key_columns=["id"])
+        merged = rows_after_keyed_changes(current, changes, key_columns=["id"])
     merged = merged.coalesce(max(1, spark.sparkContext.defaultParallelism))
     published = store.write(
         spark, merged.localCheckpoint(), [*key[:-1], key[-1] + "_rewrite"], None

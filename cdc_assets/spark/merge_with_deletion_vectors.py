@@ -1,6 +1,7 @@
 """A small range merged into a large mirror in the driver, with deletion vectors: what Spark's
-``MERGE INTO`` commits, without its Spark jobs (keyed mirrors: :func:`merge_keyed`; keyless
-ones, multisets whose row is its identity: :func:`merge_multiset`).
+``MERGE INTO`` commits, without its Spark jobs (keyed mirrors:
+:func:`deletion_vector_merge_keyed`; keyless ones, multisets whose row is its identity:
+:func:`deletion_vector_merge_multiset`).
 
 Spark's MERGE of ten changes into a mirror of ten million rows writes a few kilobytes but runs
 about twenty Spark jobs and their query planning: seconds, whatever the table's size, which is
@@ -94,7 +95,7 @@ _MATCH = "__cdc_match"
 Touched = tuple[dict[str, Any], BitMap64, BitMap64]  # a file's add action, old and new vector
 
 
-def merge_keyed(
+def deletion_vector_merge_keyed(
     store: AssetStore,
     key_path: Sequence[str],
     changes: RowsInDriver,
@@ -204,7 +205,7 @@ def _write_checkpoint(table: Path, version: int) -> None:
     )
 
 
-def merge_multiset(
+def deletion_vector_merge_multiset(
     store: AssetStore,
     key_path: Sequence[str],
     changes: RowsInDriver,
@@ -213,7 +214,7 @@ def merge_multiset(
     properties: Mapping[str, Any],
 ) -> Published | None:
     """Apply ``changes`` to the keyless mirror (deletion vectors on) as Spark's MERGE of
-    :func:`.mirror_store.merge_multiset` would: every copy of each distinct row the changes
+    :func:`.mirror_store.spark_merge_multiset` would: every copy of each distinct row the changes
     touch is deleted (its position added to its file's vector) and the row written again as
     many times as it now occurs; rows compare null-safe in every column, as ``<=>`` does.
     Nothing changes when the changes cancel out: the table's version, not committed. None,
@@ -356,7 +357,7 @@ def _matches(
 
 
 def _keyed_parameters(key_columns: Sequence[str]) -> dict[str, str]:
-    """The operationParameters of the keyed MERGE (as :func:`.mirror_store.merge_keyed`)."""
+    """The operationParameters of the keyed MERGE (as :func:`.mirror_store.spark_merge_keyed`)."""
     return {
         "predicate": json.dumps([" AND ".join(f"t.{k} = s.{k}" for k in key_columns)]),
         "matchedPredicates": json.dumps(
@@ -373,7 +374,8 @@ def _keyed_parameters(key_columns: Sequence[str]) -> dict[str, str]:
 
 
 def _multiset_parameters(columns: Sequence[str]) -> dict[str, str]:
-    """The operationParameters of the keyless MERGE (as :func:`.mirror_store.merge_multiset`)."""
+    """The operationParameters of the keyless MERGE (as
+    :func:`.mirror_store.spark_merge_multiset`)."""
     on = " AND ".join(f"t.{c} <=> s.{c}" for c in columns)
     return {
         "predicate": json.dumps([f"s.action = 'd' AND {on}"]),

@@ -66,7 +66,7 @@ def last_change_per_key_in_driver(
     changes: pa.Table, key_columns: Sequence[str], snapshot_lsn: bytes | None = None
 ) -> pa.Table:
     """:func:`last_change_per_key` of change rows held in the driver (Arrow): a small range's,
-    merged without Spark (:func:`.mirror_store.merge_keyed_in_driver`)."""
+    merged without Spark (:func:`.mirror_store.driver_merge_keyed`)."""
     if not key_columns:
         raise ValueError("last_change_per_key needs key columns; keyless tables are multisets")
     last: dict[tuple[object, ...], int] = {}
@@ -147,7 +147,7 @@ def net_counts(changes: DataFrame, data_columns: Sequence[str]) -> DataFrame:
     )
 
 
-def merge_keyed(
+def rows_after_keyed_changes(
     mirror: DataFrame,
     changes: DataFrame,
     *,
@@ -156,7 +156,10 @@ def merge_keyed(
 ) -> DataFrame:
     """The mirror after ``changes``: last change per key by SQL Server's order, deletes dropped."""
     if not key_columns:
-        raise ValueError("merge_keyed needs key columns; use merge_multiset for keyless tables")
+        raise ValueError(
+            "rows_after_keyed_changes needs key columns; "
+            "use rows_after_multiset_changes for keyless tables"
+        )
     data_columns = mirror.columns
     keys = [_col(k) for k in key_columns]
     last = last_change_per_key(changes, key_columns, snapshot_lsn)
@@ -166,7 +169,7 @@ def merge_keyed(
     return kept.unionByName(upserts)
 
 
-def merge_multiset(
+def rows_after_multiset_changes(
     mirror: DataFrame, changes: DataFrame, *, snapshot_lsn: bytes | None = None
 ) -> DataFrame:
     """The keyless mirror after ``changes``: per distinct row, count + inserts - deletes."""

@@ -4,7 +4,7 @@ A mirror is one Delta table with deletion vectors (a MERGE marks the rows it rem
 rewriting their files, so bytes written grow with the changes, not the table; a mirror created
 small, by delta-rs, gets them at its first Spark MERGE) and Change Data Feed (downstream assets
 can read only what changed: ``readChangeFeed``). A small range is merged in the driver instead
-(:func:`merge_keyed_in_driver`): into a small mirror by delta-rs, without deletion vectors
+(:func:`driver_merge_keyed`): into a small mirror by delta-rs, without deletion vectors
 (rewriting its few files costs less than Spark's jobs), into a large one with deletion vectors
 written in the driver (:mod:`.merge_with_deletion_vectors`), whatever its columns (those stored
 otherwise, :mod:`.stored_columns`, are written as Spark writes them). :func:`apply` is the one
@@ -19,7 +19,7 @@ which :func:`read_mirror_as_of` uses.
   merged: a delete removes the key, an insert or after image inserts or updates the row.
 - keyless tables are multisets: per distinct row the changes add or remove copies. The affected
   distinct rows are deleted and re-inserted with their new number of copies, in one MERGE; a
-  small range in the driver (:func:`merge_multiset_in_driver`), with deletion vectors.
+  small range in the driver (:func:`driver_merge_multiset`), with deletion vectors.
 
 The merge is SQL (``MERGE INTO delta.`<uri>```) on a temporary view, which also works over
 Spark Connect (Delta's Python ``DeltaTable`` API does not). ``userMetadata`` of a MERGE can only
@@ -69,9 +69,9 @@ from .mirror_merge import (
     last_change_per_key,
     last_changes_as,
     net_counts,
+    rows_after_keyed_changes,
+    rows_after_multiset_changes,
 )
-from .mirror_merge import merge_keyed as last_change_applied
-from .mirror_merge import merge_multiset as rows_counted
 from .session import write_parallelism
 from .stored_columns import decode_from_delta, encode_for_delta, encode_rows, stored_name
 
@@ -166,8 +166,8 @@ def apply(
     - no change rows (quiet ranges only): no commit, the mirror's current version with its
       ``mirror_rows`` (its rows, counted when not known);
     - at most :data:`DRIVER_MERGE_ROWS` change rows that the driver reads: merged in the
-      driver (:func:`merge_keyed_in_driver`, :func:`merge_multiset_in_driver`), no Spark job;
-    - otherwise Spark's MERGE (:func:`merge_keyed`, :func:`merge_multiset`)."""
+      driver (:func:`driver_merge_keyed`, :func:`driver_merge_multiset`), no Spark job;
+    - otherwise Spark's MERGE (:func:`spark_merge_keyed`, :func:`spark_merge_multiset`)."""
     if snapshot is not None:
         return _rebuild_from(spark, store, changes, snapshot, to, properties)
     if not changes.rows:
@@ -179,7 +179,7 @@ def apply(
     found = store.rows_in_driver(path, changes.partitions) if small else None
     if found is not None:
         if keys:
-            published = merge_keyed_in_driver(
+            published = driver_merge_keyed(
                 store,
                 to,
                 found,
@@ -190,13 +190,13 @@ def apply(
                 change_rows=changes.rows,
             )
         else:
-            published = merge_multiset_in_driver(
+            published = driver_merge_multiset(
                 spark, store, to, found, snapshot_lsn=changes.after, properties=properties
             )
     if published is None:
         frame = store.read_partitions(spark, path, changes.partitions)
         if keys:
-            published = merge_keyed(
+            published = spark_merge_keyed(
                 spark,
                 store,
                 to,
@@ -207,7 +207,7 @@ def apply(
                 target_rows=mirror_rows,
             )
         else:
-            published = merge_multiset(
+            published = spark_merge_multiset(
                 spark, store, to, frame, snapshot_lsn=changes.after, properties=properties
             )
     # the row count: the one before plus what the MERGE's commit metrics say it inserted and
@@ -241,9 +241,11 @@ def _rebuild_from(
     if changes.rows:
         frame = store.read_partitions(spark, path, changes.partitions)
         if keys:
-            merged = last_change_applied(base, frame, key_columns=keys, snapshot_lsn=changes.after)
+            merged = rows_after_keyed_changes(
+                base, frame, key_columns=keys, snapshot_lsn=changes.after
+            )
         else:
-            merged = rows_counted(base, frame, snapshot_lsn=changes.after)
+            merged = rows_after_multiset_changes(base, frame, snapshot_lsn=changes.after)
     return rebuild(
         spark,
         store,
@@ -405,7 +407,7 @@ def row_count(spark: SparkSession, uri: str) -> int:
     return spark.read.format("delta").load(uri).count()
 
 
-def merge_keyed(
+def spark_merge_keyed(
     spark: SparkSession,
     store: AssetStore,
     key_path: Sequence[str],
@@ -450,7 +452,7 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def merge_keyed_in_driver(
+def driver_merge_keyed(
     store: AssetStore,
     key_path: Sequence[str],
     changes: RowsInDriver,
@@ -461,7 +463,7 @@ def merge_keyed_in_driver(
     mirror_rows: int | None,
     change_rows: int,
 ) -> Published | None:
-    """:func:`merge_keyed` in the driver, for a range of ``change_rows`` rows: the same MERGE,
+    """:func:`spark_merge_keyed` in the driver, for a range of ``change_rows`` rows: the same MERGE,
     committed with the same userMetadata and with Change Data Feed, in tens of milliseconds
     where Spark's MERGE costs seconds of jobs. A mirror with deletion vectors (turned on by a
     Spark MERGE once it grew) gets them from :mod:`.merge_with_deletion_vectors` (ranges up to
@@ -482,7 +484,7 @@ def merge_keyed_in_driver(
     if configuration.get("delta.enableDeletionVectors") == "true":
         if change_rows > DRIVER_MERGE_ROWS:
             return None
-        return merge_with_deletion_vectors.merge_keyed(
+        return merge_with_deletion_vectors.deletion_vector_merge_keyed(
             store,
             key_path,
             changes,
@@ -525,7 +527,7 @@ def merge_keyed_in_driver(
     return published
 
 
-def merge_multiset_in_driver(
+def driver_merge_multiset(
     spark: SparkSession,
     store: AssetStore,
     key_path: Sequence[str],
@@ -534,20 +536,21 @@ def merge_multiset_in_driver(
     snapshot_lsn: bytes | None,
     properties: Mapping[str, Any],
 ) -> Published | None:
-    """:func:`merge_multiset` in the driver, for a small range: the same commit, with deletion
-    vectors written there (:func:`.merge_with_deletion_vectors.merge_multiset`). A mirror
+    """:func:`spark_merge_multiset` in the driver, for a small range: the same commit, with deletion
+    vectors written there
+    (:func:`.merge_with_deletion_vectors.deletion_vector_merge_multiset`). A mirror
     created small, by delta-rs, gets deletion vectors first (one ``ALTER TABLE``, as before its
     first Spark MERGE). None, nothing committed, where Spark must merge."""
     uri = store.location(key_path)
     if not is_local(uri) or not (local_path(uri) / "_delta_log").is_dir():
         return None  # (a file-system check: the two calls below read the log)
     _turn_on_mirror_properties(spark, store, key_path)
-    return merge_with_deletion_vectors.merge_multiset(
+    return merge_with_deletion_vectors.deletion_vector_merge_multiset(
         store, key_path, changes, snapshot_lsn=snapshot_lsn, properties=properties
     )
 
 
-def merge_multiset(
+def spark_merge_multiset(
     spark: SparkSession,
     store: AssetStore,
     key_path: Sequence[str],

@@ -26,7 +26,7 @@ from cdc_assets.spark.asset_store import (
     OldLayout,
     RowsInDriver,
 )
-from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
+from cdc_assets.spark.mirror_merge import rows_after_keyed_changes, rows_after_multiset_changes
 from cdc_assets_tests.spark.change_rows import change_rows, lsn, sorted_rows
 
 
@@ -197,7 +197,7 @@ def test_a_small_new_table_is_created_by_delta_rs_as_spark_would_create_it(
     settings = store.delta_table(mirror).metadata().configuration
     assert settings == {"delta.enableChangeDataFeed": "true"}
     changes = change_rows(spark, [(11, 1, 4, 2, "two")], "id int, `odd name` string")
-    published = mirror_store.merge_keyed(
+    published = mirror_store.spark_merge_keyed(
         spark,
         store,
         mirror,
@@ -404,8 +404,10 @@ def test_keyed_merge_matches_the_reference_and_reads_as_of_lsn(
         ],
         "id int, v string",
     )
-    expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
-    published = mirror_store.merge_keyed(
+    expected = sorted_rows(
+        rows_after_keyed_changes(base, changes, key_columns=["id"], snapshot_lsn=lsn(10))
+    )
+    published = mirror_store.spark_merge_keyed(
         spark,
         store,
         key,
@@ -464,7 +466,7 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
         assert _engine(store, key).startswith("delta-rs")
     properties = {"lsn": Lsn.from_int(20).hex}
     in_driver = RowsInDriver(changes.schema, changes.toArrow)
-    published = mirror_store.merge_keyed_in_driver(
+    published = mirror_store.driver_merge_keyed(
         store,
         ["driver"],
         in_driver,
@@ -475,7 +477,7 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
         change_rows=30,
     )
     assert published is not None and published.user_metadata == asset_store.to_json(properties)
-    twin = mirror_store.merge_keyed(
+    twin = mirror_store.spark_merge_keyed(
         spark,
         store,
         ["spark"],
@@ -507,7 +509,7 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
 
     # the Spark-merged twin has deletion vectors now: not delta-rs's to merge, the driver
     # writes deletion vectors (the same changes again leave the same rows)
-    again = mirror_store.merge_keyed_in_driver(
+    again = mirror_store.driver_merge_keyed(
         store,
         ["spark"],
         in_driver,
@@ -536,8 +538,8 @@ def test_multiset_merge_matches_the_reference(spark: SparkSession, tmp_path: Pat
         [(2, 1, 1, "a"), (2, 2, 2, "c"), (2, 3, 2, "c"), (3, 1, 3, "b"), (3, 2, 4, None)],
         "v string",
     )
-    expected = sorted_rows(merge_multiset(base, changes))
-    mirror_store.merge_multiset(
+    expected = sorted_rows(rows_after_multiset_changes(base, changes))
+    mirror_store.spark_merge_multiset(
         spark, store, key, changes, snapshot_lsn=None, properties={"lsn": Lsn.from_int(3).hex}
     )
     assert sorted_rows(store.read(spark, key, None)) == expected
@@ -546,7 +548,7 @@ def test_multiset_merge_matches_the_reference(spark: SparkSession, tmp_path: Pat
     )
     too_many = change_rows(spark, [(4, 1, 1, "z")], "v string")
     with pytest.raises(Exception, match="keyless merge"):
-        mirror_store.merge_multiset(
+        mirror_store.spark_merge_multiset(
             spark, store, key, too_many, snapshot_lsn=None, properties={"lsn": "x"}
         )
     assert sorted_rows(store.read(spark, key, None).select(F.col("v"))) == expected
@@ -566,7 +568,7 @@ def test_merges_from_several_threads_commit_their_own_lsn(
     def merge(name: str, lsn: int) -> None:
         try:
             changes = change_rows(spark, [(lsn, 1, 4, 1, name)], "id int, v string")
-            mirror_store.merge_keyed(
+            mirror_store.spark_merge_keyed(
                 spark,
                 store,
                 ["mirror", name],

@@ -286,7 +286,7 @@ def test_mirrors_merged_in_the_driver_equal_spark_s(
 
     for index in range(2):
         changes = table.changes(index)
-        by_spark = mirror_store.merge_keyed(
+        by_spark = mirror_store.spark_merge_keyed(
             spark,
             store,
             TWIN,
@@ -298,7 +298,7 @@ def test_mirrors_merged_in_the_driver_equal_spark_s(
         for engine, key in MIRRORS.items():
             published = _in_driver(
                 spark,
-                lambda k=key, c=changes, i=index: mirror_store.merge_keyed_in_driver(
+                lambda k=key, c=changes, i=index: mirror_store.driver_merge_keyed(
                     store,
                     k,
                     c,
@@ -325,7 +325,7 @@ def test_mirrors_merged_in_the_driver_equal_spark_s(
 
     # Spark's MERGE into the tables the driver merged
     for key in (*MIRRORS.values(), TWIN):
-        mirror_store.merge_keyed(
+        mirror_store.spark_merge_keyed(
             spark,
             store,
             key,
@@ -369,7 +369,7 @@ def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
     for index in range(2):
         key = table.ranges[index][0]
         properties = {"lsn": Lsn.from_int(10 + index).hex}
-        by_spark = mirror_store.merge_multiset(
+        by_spark = mirror_store.spark_merge_multiset(
             spark,
             store,
             TWIN,
@@ -422,7 +422,7 @@ def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
 
     # Spark's MERGE into the table the driver merged
     for target in (created, TWIN):
-        mirror_store.merge_multiset(
+        mirror_store.spark_merge_multiset(
             spark,
             store,
             target,

@@ -23,7 +23,7 @@ from cdc_assets.lsn import Lsn
 from cdc_assets.spark import key_clustering, mirror_store
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.key_clustering import sql_literal, target_key_condition
-from cdc_assets.spark.mirror_merge import merge_keyed
+from cdc_assets.spark.mirror_merge import rows_after_keyed_changes
 from cdc_assets_tests.spark.change_rows import change_rows, lsn, sorted_rows
 
 ROWS = 600
@@ -64,7 +64,7 @@ def _merge(
     keys: list[str],
     target_rows: int | None,
 ) -> None:
-    mirror_store.merge_keyed(
+    mirror_store.spark_merge_keyed(
         spark,
         store,
         ["mirror", "t"],
@@ -93,7 +93,9 @@ def test_a_few_changes_read_only_the_files_of_their_keys(
         [(11, 1, 4, 5, "x5"), (11, 2, 1, 333, "v333"), (12, 1, 2, 10_000, "new")],
         "id int, v string",
     )
-    expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
+    expected = sorted_rows(
+        rows_after_keyed_changes(base, changes, key_columns=["id"], snapshot_lsn=lsn(10))
+    )
     touched = {path for path, low, high in files if any(low <= k <= high for k in (5, 333))}
     aside = tmp_path / "aside"
     _move_aside_all_but(uri, files, touched, aside)
@@ -137,7 +139,9 @@ def test_decimal_keys_read_only_the_files_of_their_keys(
     changes = change_rows(spark, [(11, 1, 4, keys[0], "x"), (11, 2, 1, keys[1], "gone")], data)
     condition = target_key_condition(changes, ["id"])
     assert condition is not None and ("BETWEEN" in condition) == many, condition
-    expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
+    expected = sorted_rows(
+        rows_after_keyed_changes(base, changes, key_columns=["id"], snapshot_lsn=lsn(10))
+    )
     touched = {
         path
         for path, low, high in files
@@ -179,7 +183,9 @@ def test_text_and_composite_keys_merge_like_the_reference(
     condition = target_key_condition(source, ["name"])
     assert condition is not None and condition.startswith("(t.`name` = ")
     assert "t.`name` = 'o\\'brien0' OR" in condition and "'back\\\\slash0'" in condition
-    expected = sorted_rows(merge_keyed(base, changes, key_columns=keys, snapshot_lsn=lsn(10)))
+    expected = sorted_rows(
+        rows_after_keyed_changes(base, changes, key_columns=keys, snapshot_lsn=lsn(10))
+    )
     _merge(spark, store, changes, keys, ROWS)
     assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
 
@@ -203,7 +209,9 @@ def test_a_later_key_column_prunes_the_files_of_a_first_one_with_few_values(
     condition = target_key_condition(changes, keys)
     expected_id = "t.`id` BETWEEN 201L AND 203L" if many else "(t.`id` = 201L OR t.`id` = 203L)"
     assert condition is not None and condition.endswith(f" AND {expected_id}"), condition
-    expected = sorted_rows(merge_keyed(base, changes, key_columns=keys, snapshot_lsn=lsn(10)))
+    expected = sorted_rows(
+        rows_after_keyed_changes(base, changes, key_columns=keys, snapshot_lsn=lsn(10))
+    )
     touched = {path for path, low, high in files if low <= 203 and high >= 201}
     of_tenant = {p for p, low, high in _files(uri, "tenant") if low <= "t1" <= high}
     assert len(touched) < len(of_tenant) / 2, (touched, of_tenant)
@@ -234,7 +242,9 @@ def test_many_changed_keys_use_a_range(
     updates = [(11, k, 4, 100 + k, f"u{k}") for k in range(5)]
     changes = change_rows(spark, [*updates, (12, 9, 1, 250, "v250")], "id long, v string")
     assert target_key_condition(changes, ["id"]) == "t.`id` BETWEEN 100L AND 250L"
-    expected = sorted_rows(merge_keyed(base, changes, key_columns=["id"], snapshot_lsn=lsn(10)))
+    expected = sorted_rows(
+        rows_after_keyed_changes(base, changes, key_columns=["id"], snapshot_lsn=lsn(10))
+    )
     _merge(spark, store, changes, ["id"], ROWS)
     assert sorted_rows(store.read(spark, ["mirror", "t"], None)) == expected
 

@@ -71,7 +71,7 @@ def _merge(store: AssetStore, spark: SparkSession, key: list[str], changes, vers
     """The mirror step's way: in the driver, or Spark's MERGE when that declines; who merged."""
     properties = {"lsn": Lsn.from_int(version).hex}
     arrow = changes.toArrow()
-    done = driver_merge.merge_keyed(
+    done = driver_merge.deletion_vector_merge_keyed(
         store,
         key,
         RowsInDriver(changes.schema, lambda: arrow),
@@ -82,7 +82,7 @@ def _merge(store: AssetStore, spark: SparkSession, key: list[str], changes, vers
     if done is not None:
         assert store.properties(key, None) == properties
         return "driver"
-    mirror_store.merge_keyed(
+    mirror_store.spark_merge_keyed(
         spark, store, key, changes, key_columns=KEYS, snapshot_lsn=None, properties=properties
     )
     return "spark"
@@ -112,7 +112,7 @@ def test_random_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path: Path, 
         rows, state = _random_range(rng, state, 100 * (round_ + 1), rng.randint(1, 25))
         changes = change_rows(spark, rows, DATA)
         who.append(_merge(store, spark, driver, changes, 100 * (round_ + 1)))
-        mirror_store.merge_keyed(
+        mirror_store.spark_merge_keyed(
             spark,
             store,
             twin,
@@ -143,7 +143,7 @@ def test_random_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path: Path, 
 def test_deletion_vectors_are_the_bytes_spark_writes(spark: SparkSession, tmp_path: Path) -> None:
     store, state = _mirror(spark, tmp_path, 200)
     rows = [(20, i, 1, k, "a", *state[(k, "a")]) for i, k in enumerate((3, 4, 70, 199))]
-    mirror_store.merge_keyed(
+    mirror_store.spark_merge_keyed(
         spark,
         store,
         ["t"],
@@ -236,7 +236,7 @@ def test_a_commit_lost_to_another_writer_commits_nothing(
     monkeypatch.setattr(driver_merge.delta_log, "read", read_then_another_commit)
     rows = [(20, 0, 1, 3, "a", *state[(3, "a")])]
     changes = change_rows(spark, rows, DATA).toArrow()
-    done = driver_merge.merge_keyed(
+    done = driver_merge.deletion_vector_merge_keyed(
         store,
         ["t"],
         RowsInDriver(change_rows(spark, rows, DATA).schema, lambda: changes),
@@ -296,7 +296,7 @@ def _merge_bag(
 ) -> Any:
     frame = change_rows(spark, rows, BAG)
     arrow = frame.toArrow()
-    return driver_merge.merge_multiset(
+    return driver_merge.deletion_vector_merge_multiset(
         store,
         key,
         RowsInDriver(frame.schema, lambda: arrow),
@@ -326,7 +326,7 @@ def test_random_keyless_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path
         version = 100 * (round_ + 1)
         rows = _random_bag_range(rng, bag, version, rng.randint(1, 12))
         assert _merge_bag(store, spark, driver, rows, version) is not None, round_
-        mirror_store.merge_multiset(
+        mirror_store.spark_merge_multiset(
             spark,
             store,
             twin,
@@ -365,7 +365,7 @@ def test_random_keyless_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path
     assert _merge_bag(store, spark, driver, [(2100, 0, 1, *missing)], 2100) is None
     assert store.delta_table(driver).version() == newest
     with pytest.raises(Exception, match="the changes remove a row the mirror does not hold"):
-        mirror_store.merge_multiset(
+        mirror_store.spark_merge_multiset(
             spark,
             store,
             driver,

@@ -15,8 +15,8 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, 
 from cdc_assets.spark.mirror_merge import (
     last_change_per_key,
     last_change_per_key_in_driver,
-    merge_keyed,
-    merge_multiset,
+    rows_after_keyed_changes,
+    rows_after_multiset_changes,
 )
 from cdc_assets_tests.support.replay import replay_keyed, replay_multiset
 
@@ -87,7 +87,7 @@ def test_keyed_merge_equals_replay(spark: SparkSession, seed: int) -> None:
     mirror = spark.createDataFrame(sorted(snapshot.items()), DATA)
     changes = spark.createDataFrame(rows, CHANGES)
 
-    merged = merge_keyed(mirror, changes, key_columns=["k"])
+    merged = rows_after_keyed_changes(mirror, changes, key_columns=["k"])
 
     expected = replay_keyed(snapshot.items(), as_dicts(rows), ["k", "v"], ["k"])
     assert sorted(tuple(r) for r in merged.collect()) == sorted(expected.values())
@@ -115,12 +115,14 @@ def test_keyed_merge_in_two_steps_equals_one_step(spark: SparkSession) -> None:
     early = [r for r in rows if r[0] <= lsn(15)]
     late = [r for r in rows if r[0] > lsn(15)]
 
-    stepwise = merge_keyed(
-        merge_keyed(mirror, spark.createDataFrame(early, CHANGES), key_columns=["k"]),
+    stepwise = rows_after_keyed_changes(
+        rows_after_keyed_changes(mirror, spark.createDataFrame(early, CHANGES), key_columns=["k"]),
         spark.createDataFrame(late, CHANGES),
         key_columns=["k"],
     )
-    at_once = merge_keyed(mirror, spark.createDataFrame(rows, CHANGES), key_columns=["k"])
+    at_once = rows_after_keyed_changes(
+        mirror, spark.createDataFrame(rows, CHANGES), key_columns=["k"]
+    )
     assert sorted(map(tuple, stepwise.collect())) == sorted(map(tuple, at_once.collect()))
 
 
@@ -129,7 +131,7 @@ def test_changes_at_or_below_the_snapshot_lsn_are_ignored(spark: SparkSession) -
     changes = spark.createDataFrame(
         [(lsn(5), 1, lsn(1), 1, 1, "snap"), (lsn(7), 1, lsn(2), 2, 2, "new")], CHANGES
     )
-    merged = merge_keyed(mirror, changes, key_columns=["k"], snapshot_lsn=lsn(5))
+    merged = rows_after_keyed_changes(mirror, changes, key_columns=["k"], snapshot_lsn=lsn(5))
     assert sorted(map(tuple, merged.collect())) == [(1, "snap"), (2, "new")]
 
 
@@ -139,7 +141,9 @@ def test_replaying_an_overlapping_window_is_idempotent(spark: SparkSession) -> N
     snapshot, rows = random_history(rng, transactions=20)
     final = replay_keyed(snapshot.items(), as_dicts(rows), ["k", "v"], ["k"])
     already_current = spark.createDataFrame(sorted(final.values()), DATA)
-    merged = merge_keyed(already_current, spark.createDataFrame(rows, CHANGES), key_columns=["k"])
+    merged = rows_after_keyed_changes(
+        already_current, spark.createDataFrame(rows, CHANGES), key_columns=["k"]
+    )
     assert sorted(map(tuple, merged.collect())) == sorted(final.values())
 
 
@@ -168,7 +172,7 @@ def test_multiset_merge_equals_replay(spark: SparkSession, seed: int) -> None:
             bag[row] += 1
             rows.append((lsn(t), 1, lsn(seq), 2, *row))
     mirror = spark.createDataFrame(snapshot, DATA)
-    merged = merge_multiset(mirror, spark.createDataFrame(rows, CHANGES))
+    merged = rows_after_multiset_changes(mirror, spark.createDataFrame(rows, CHANGES))
     expected = replay_multiset(snapshot, as_dicts(rows), ["k", "v"])
     assert Counter(map(tuple, merged.collect())) == expected
 
@@ -177,4 +181,4 @@ def test_multiset_merge_refuses_to_remove_a_row_the_mirror_lacks(spark: SparkSes
     mirror = spark.createDataFrame([(1, "a")], DATA)
     changes = spark.createDataFrame([(lsn(1), 1, lsn(1), 1, 2, "b")], CHANGES)
     with pytest.raises(Exception, match="does not hold"):
-        merge_multiset(mirror, changes).collect()
+        rows_after_multiset_changes(mirror, changes).collect()
