@@ -9,7 +9,7 @@ Modules, bottom up (each imports only from the rows above it; ``test_layers.py``
 no import circle):
 
 - ``errors``, ``types`` (SQL Server types and their SQLite storage), ``storage`` (the file
-  layout), ``catalog`` (tables and capture instances, refreshed incrementally), ``changelog``
+  layout), ``catalog`` (tables and capture instances, refreshed incrementally), ``transaction_log``
   (the triggers that log changes), ``functions`` (SQLite text of the CDC functions);
 - ``plan`` (what a statement translates to, what it returns), ``statements`` (parses a statement
   and dispatches it to the planner registered for its kind);

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import changelog, storage, udfs
+from . import storage, transaction_log, udfs
 from . import types as T
 from .sqlite_db import open_sqlite, register_stubs
 from .storage import quote
@@ -155,7 +155,7 @@ def scan_db(db: sqlite3.Connection, max_transactions: int | None = None) -> int:
                 by_source.setdefault(instance.source_object_id, []).append(instance)
         captured_columns = _captured_columns(db, [i for g in by_source.values() for i in g])
         for source, group in by_source.items():
-            log_name = changelog.log_table(source)
+            log_name = transaction_log.log_table(source)
             present = _log_columns(db, log_name)
             if not present:
                 continue

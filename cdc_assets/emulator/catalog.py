@@ -32,7 +32,7 @@ class Column:
 
 
 @dataclass(frozen=True)
-class Table:
+class EmulatedTable:
     """A table or view reachable from T-SQL, with its SQLite name and typed columns."""
 
     schema: str
@@ -79,8 +79,8 @@ class Catalog:
     db_guid: str
     cdc_enabled: bool
     allow_snapshot: bool
-    tables: dict[tuple[str, str], Table]
-    tables_by_id: dict[int, Table]
+    tables: dict[tuple[str, str], EmulatedTable]
+    tables_by_id: dict[int, EmulatedTable]
     schemas: dict[str, int]
     instances: dict[str, CaptureInstance]
     instance_names: dict[int, str] = field(default_factory=dict)  # change table id -> key
@@ -92,7 +92,7 @@ class Catalog:
 
     def resolve(
         self, name: str, schema: str | None = None, database: str | None = None, db_name: str = ""
-    ) -> Table:
+    ) -> EmulatedTable:
         """Find a table/view by its (database, schema, name) parts; error 208 if absent."""
         display = ".".join(p for p in (database, schema, name) if p)
         catalog: str | None = None
@@ -114,18 +114,18 @@ class Catalog:
             raise errors.invalid_object(display)
         return table
 
-    def find(self, name: str, schema: str | None = None) -> Table | None:
+    def find(self, name: str, schema: str | None = None) -> EmulatedTable | None:
         return self.tables.get(((schema or "dbo").lower(), name.lower()))
 
 
-_SYSTEM_TABLES: dict[str, Table] = {}
+_SYSTEM_TABLES: dict[str, EmulatedTable] = {}
 
 
-def system_table(obj: SystemObject) -> Table:
+def system_table(obj: SystemObject) -> EmulatedTable:
     table = _SYSTEM_TABLES.get(obj.physical)
     if table is None:
         columns = tuple(Column(i + 1, name, t, True) for i, (name, t) in enumerate(obj.columns))
-        table = Table(obj.schema, obj.name, obj.physical, columns, "system")
+        table = EmulatedTable(obj.schema, obj.name, obj.physical, columns, "system")
         _SYSTEM_TABLES[obj.physical] = table
     return table
 
@@ -223,8 +223,8 @@ def _catalog(
     token: int,
     meta: dict[str, object],
     schemas: dict[str, int],
-    tables: dict[tuple[str, str], Table],
-    by_id: dict[int, Table],
+    tables: dict[tuple[str, str], EmulatedTable],
+    by_id: dict[int, EmulatedTable],
     instances: dict[str, CaptureInstance],
     instance_names: dict[int, str],
     change_seq: int,
@@ -261,7 +261,7 @@ def _in_clause(column: str, ids: set[int] | None) -> str:
 
 def _read_tables(
     db: sqlite3.Connection, schema_names: dict[int, str], ids: set[int] | None
-) -> list[Table]:
+) -> list[EmulatedTable]:
     """The tables with object id in ``ids`` (all if None)."""
     columns: dict[int, list[Column]] = {}
     for oid, cid, name, type_sql, nullable, identity in db.execute(
@@ -289,7 +289,7 @@ def _read_tables(
         by_cid = {c.column_id: c.name for c in cols}
         key = tuple(by_cid[c] for c in keys.get(oid, []) if c in by_cid)
         tables.append(
-            Table(
+            EmulatedTable(
                 schema_names.get(sid, "dbo"),
                 name,
                 physical,
@@ -319,7 +319,7 @@ def _column_names(
 
 
 def _read_instances(
-    db: sqlite3.Connection, by_id: dict[int, Table], ids: set[int] | None
+    db: sqlite3.Connection, by_id: dict[int, EmulatedTable], ids: set[int] | None
 ) -> dict[str, CaptureInstance]:
     """The capture instances whose change table's object id is in ``ids`` (all if None)."""
     rows = db.execute(

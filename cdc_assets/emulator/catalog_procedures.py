@@ -28,7 +28,7 @@ from typing import Any
 
 from . import errors
 from . import types as T
-from .catalog import Catalog, Table, system_table
+from .catalog import Catalog, EmulatedTable, system_table
 from .constraint_views import table_constraints, table_indexes
 from .plan import Result, ResultColumn, StatementContext
 from .procedures import _MISSING, PROCEDURES, Procedure
@@ -94,7 +94,7 @@ def _check_qualifier(session: StatementContext, qualifier: Any) -> None:
 
 @dataclass(frozen=True)
 class _Object:
-    table: Table
+    table: EmulatedTable
     table_type: str  # TABLE, VIEW, SYSTEM TABLE
 
 
@@ -273,7 +273,7 @@ SP_COLUMNS_100_COLUMNS = [*_COLUMNS_BASE, *_COLUMNS_100_EXTRA, ("SS_DATA_TYPE", 
 
 def _tables_named(
     session: StatementContext, args: dict[str, Any], *, use_pattern: bool = True
-) -> list[Table]:
+) -> list[EmulatedTable]:
     """The tables and views ``@table_name`` / ``@table_owner`` name (owner NULL: dbo)."""
     _check_qualifier(session, _arg(args, "table_qualifier"))
     name_ok = like(_arg(args, "table_name"), use_pattern=use_pattern)
@@ -286,7 +286,7 @@ def _tables_named(
     return sorted(found, key=lambda t: (t.schema.lower(), t.name.lower()))
 
 
-def _column_defaults(session: StatementContext, table: Table) -> dict[str, str]:
+def _column_defaults(session: StatementContext, table: EmulatedTable) -> dict[str, str]:
     """COLUMN_DEF: each column's DEFAULT as sys.default_constraints defines it (``((0))``)."""
     if table.kind != "user" or table.object_id is None:
         return {}

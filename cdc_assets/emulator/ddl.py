@@ -26,9 +26,9 @@ from typing import Any
 from sqlglot import exp
 
 from . import catalog as catalog_mod
-from . import changelog, errors, statements, storage
+from . import errors, statements, storage, transaction_log
 from . import types as T
-from .catalog import Table
+from .catalog import EmulatedTable
 from .catalog_rows import (
     delete_column_default,
     delete_index,
@@ -383,11 +383,11 @@ def _create_schema(node: exp.Create) -> Callable[[StatementContext], None]:
 # -- indexes (SQLite indexes, listed in sys.indexes / sys.index_columns) ----------------------
 
 
-def _index_name(table: Table, name: str) -> str:
+def _index_name(table: EmulatedTable, name: str) -> str:
     return f"{table.physical}.{name}"
 
 
-def _index_id(db: sqlite3.Connection, table: Table, name: str) -> int | None:
+def _index_id(db: sqlite3.Connection, table: EmulatedTable, name: str) -> int | None:
     """The index_id of the nonclustered index ``name`` of ``table`` (None: no such index)."""
     row = db.execute(
         "SELECT index_id FROM _emu_indexes WHERE object_id = ? AND name = ?",
@@ -478,14 +478,14 @@ def _drop_index(tr: Translator, node: exp.Drop) -> Callable[[StatementContext], 
 # -- ALTER TABLE ---------------------------------------------------------------------------------
 
 
-def _user_table(cat: catalog_mod.Catalog, node: exp.Table, db_name: str) -> Table:
+def _user_table(cat: catalog_mod.Catalog, node: exp.Table, db_name: str) -> EmulatedTable:
     table = cat.resolve(node.name, node.db or None, node.catalog or None, db_name)
     if table.kind != "user":
         raise errors.not_supported(f"ALTER/DROP of the system object {table.display}")
     return table
 
 
-def _log_ddl(session: StatementContext, table: Table, text: str) -> None:
+def _log_ddl(session: StatementContext, table: EmulatedTable, text: str) -> None:
     if not table.tracked or table.object_id is None:
         return
     session.db.execute(
@@ -558,7 +558,7 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Statem
                 insert_column(db, oid, int(next_cid), spec.name, spec.type, spec.nullable)
                 _record_default(db, oid, table.name, int(next_cid), spec)
                 if table.tracked:
-                    changelog.add_log_column(db, table, int(next_cid), spec.type.decltype)
+                    transaction_log.add_log_column(db, table, int(next_cid), spec.type.decltype)
                 next_cid += 1
             db.execute(
                 "UPDATE _emu_objects SET next_column_id = ?, modify_date = ? WHERE object_id = ?",
@@ -587,7 +587,7 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Statem
                     5074, f"The index '{dependent[0]}' is dependent on column '{column.name}'."
                 )
             if table.tracked:
-                changelog.drop_triggers(db, oid)
+                transaction_log.drop_triggers(db, oid)
             session.sqlite(f"ALTER TABLE {quoted} DROP COLUMN {quote(column.name)}")
             db.execute(
                 "DELETE FROM _emu_columns WHERE object_id = ? AND column_id = ?",
@@ -596,7 +596,7 @@ def _alter_table(tr: Translator, node: exp.Alter, text: str) -> Callable[[Statem
             delete_column_default(db, oid, column.column_id)
         storage.bump_catalog(db, (oid,))
         if table.tracked:
-            changelog.install_triggers(db, session.refresh_catalog().tables_by_id[oid])
+            transaction_log.install_triggers(db, session.refresh_catalog().tables_by_id[oid])
             _log_ddl(session, table, text)
 
     return run
@@ -629,7 +629,7 @@ def _drop_tables(tr: Translator, node: exp.Drop) -> Callable[[StatementContext],
             for instance in instances:
                 drop_instance(db, instance)
             if found.tracked:
-                changelog.drop_log(db, found.object_id)
+                transaction_log.drop_log(db, found.object_id)
                 db.execute(
                     "DELETE FROM _emu_ddl_log WHERE source_object_id = ?", (found.object_id,)
                 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from . import errors, statements
-from .catalog import Table
+from .catalog import EmulatedTable
 from .plan import Plan
 from .scope import Scope, Source
 from .storage import quote
@@ -63,7 +63,7 @@ def assign(tr: Translator, node: exp.Expression, target: SqlType, scope: Scope) 
     return new
 
 
-def target_table(tr: Translator, node: exp.Table) -> Table:
+def target_table(tr: Translator, node: exp.Table) -> EmulatedTable:
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
         raise errors.not_supported(f"writing to {tr.quote(node)}")
     tr.table_hints(node)
@@ -84,7 +84,7 @@ def _refuse(tr: Translator, node: exp.Expression, verb: str, clauses: tuple[str,
             raise errors.not_supported(f"{verb} with {shown}")
 
 
-def _target_scope(tr: Translator, node: exp.Table) -> tuple[Table, str, Scope]:
+def _target_scope(tr: Translator, node: exp.Table) -> tuple[EmulatedTable, str, Scope]:
     """The table an UPDATE / DELETE writes, its exposed name, and a scope holding it."""
     table = target_table(tr, node)
     alias = node.alias or table.name
@@ -220,7 +220,7 @@ def plan_update(tr: Translator, node: exp.Update, _text: str) -> Plan:
 
 
 def key_update(
-    tr: Translator, table: Table, alias: str, values: dict[str, str], condition: str | None
+    tr: Translator, table: EmulatedTable, alias: str, values: dict[str, str], condition: str | None
 ) -> Plan:
     """An UPDATE that sets primary-key columns, run like SQL Server's split update.
 

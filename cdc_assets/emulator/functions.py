@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from cdc_assets.lsn import change_order
 
-from .catalog import CaptureInstance, Table
+from .catalog import CaptureInstance, EmulatedTable
 from .storage import quote
 from .types import INT, LSN, VARBINARY128, SqlType
 
@@ -96,7 +96,7 @@ def has_column_changed_sql(capture_instance: str, column: str, mask: str) -> str
 
 
 def change_function_columns(
-    kind: str, instance: CaptureInstance, change_table: Table
+    kind: str, instance: CaptureInstance, change_table: EmulatedTable
 ) -> list[tuple[str, SqlType | None]]:
     """Output columns of a query function, in SQL Server's order."""
     head: list[tuple[str, SqlType | None]]

@@ -35,7 +35,7 @@ from sqlglot import exp
 
 from . import errors, queries
 from . import types as T
-from .catalog import Table
+from .catalog import EmulatedTable
 from .constraint_views import IndexRow, table_constraints, table_indexes
 from .plan import Result, ResultColumn, StatementContext
 from .procedures import PROCEDURES, Procedure
@@ -87,7 +87,7 @@ def _name_parts(text: str) -> tuple[str | None, ...]:
     return parts
 
 
-def _find_object(session: StatementContext, objname: str) -> Table:
+def _find_object(session: StatementContext, objname: str) -> EmulatedTable:
     """The table or view ``objname`` names (15009 if none, 15250 for another database)."""
     cat = session.refresh_catalog()
     parts = _name_parts(objname)
@@ -116,15 +116,15 @@ def _no_object(objname: str, db_name: str) -> errors.Error:
     )
 
 
-def _is_view(table: Table) -> bool:
+def _is_view(table: EmulatedTable) -> bool:
     return table.kind == "system" and table.schema.lower() in ("sys", "information_schema")
 
 
-def _object_type(table: Table) -> str:
+def _object_type(table: EmulatedTable) -> str:
     return "view" if _is_view(table) else "user table"
 
 
-def _create_date(session: StatementContext, table: Table) -> dt.datetime | None:
+def _create_date(session: StatementContext, table: EmulatedTable) -> dt.datetime | None:
     if table.object_id is not None:
         row = session.db.execute(
             "SELECT create_date FROM _emu_objects WHERE object_id = ?", (table.object_id,)
@@ -157,7 +157,7 @@ def _key_text(index: IndexRow) -> str:
     return ", ".join(f"{name}(-)" if desc else name for name, desc in index.keys)
 
 
-def _indexes(db: sqlite3.Connection, table: Table) -> list[IndexRow]:
+def _indexes(db: sqlite3.Connection, table: EmulatedTable) -> list[IndexRow]:
     """The rows ``sys.indexes`` has for ``table``, by name (none for a system object)."""
     if table.kind == "system" or table.object_id is None:
         return []
@@ -295,7 +295,7 @@ def _column_row(column_name: str, t: T.SqlType, nullable: bool) -> tuple[Any, ..
 
 
 def _constraints(
-    db: sqlite3.Connection, table: Table, indexes: list[IndexRow]
+    db: sqlite3.Connection, table: EmulatedTable, indexes: list[IndexRow]
 ) -> list[tuple[Any, ...]]:
     """sp_help's constraint rows (sp_helpconstraint's): the PRIMARY KEY and UNIQUE constraints
     with their index's keys, the DEFAULTs with their definition, ordered by name."""

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .catalog import Catalog, Table
+from .catalog import Catalog, EmulatedTable
 from .transaction import Transaction
 from .types import SqlType
 
@@ -55,7 +55,7 @@ class Plan:
     sql: str | None = None
     slots: tuple[Slot, ...] = ()
     columns: tuple[ResultColumn, ...] | None = None
-    target: Table | None = None
+    target: EmulatedTable | None = None
     updates_key: bool = False
     lock: bool = False
     writes: bool = False

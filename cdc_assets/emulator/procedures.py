@@ -29,10 +29,10 @@ from typing import Any
 
 from sqlglot import exp
 
-from . import capture, changelog, errors, statements, storage
+from . import capture, errors, statements, storage, transaction_log
 from . import catalog as catalog_mod
 from . import types as T
-from .catalog import CaptureInstance, Table
+from .catalog import CaptureInstance, EmulatedTable
 from .catalog_rows import drop_instance, insert_change_table
 from .plan import Plan, Result, ResultColumn, StatementContext
 from .source_text import node_text
@@ -161,7 +161,7 @@ def _disable_db(session: StatementContext, args: dict[str, Any]) -> None:
             drop_instance(db, instance)
         for table in cat.tables_by_id.values():
             if table.tracked and table.object_id is not None:
-                changelog.drop_log(db, table.object_id)
+                transaction_log.drop_log(db, table.object_id)
         db.execute("UPDATE _emu_objects SET is_tracked_by_cdc = 0")
         db.execute("DELETE FROM _emu_ddl_log")
         db.execute("DELETE FROM _emu_transactions")
@@ -220,7 +220,7 @@ def _split_names(text: str) -> list[str]:
 
 def _source_table(
     session: StatementContext, cat: catalog_mod.Catalog, schema: str, name: str
-) -> Table:
+) -> EmulatedTable:
     table = cat.find(name, schema)
     if table is None or table.kind != "user":
         raise errors.cdc_error(
@@ -380,7 +380,7 @@ def _enable_table(session: StatementContext, args: dict[str, Any]) -> None:
             (oid, ci, table.object_id, create_lsn, json.dumps([c.column_id for c in columns])),
         )
         if not table.tracked:
-            changelog.create_log(db, table)
+            transaction_log.create_log(db, table)
             db.execute(
                 "UPDATE _emu_objects SET is_tracked_by_cdc = 1 WHERE object_id = ?",
                 (table.object_id,),
@@ -412,7 +412,7 @@ def _disable_table(session: StatementContext, args: dict[str, Any]) -> None:
         for instance in instances:
             drop_instance(db, instance)
         if len(instances) == len(cat.instances_of(table.object_id)):
-            changelog.drop_log(db, table.object_id)
+            transaction_log.drop_log(db, table.object_id)
             db.execute(
                 "UPDATE _emu_objects SET is_tracked_by_cdc = 0 WHERE object_id = ?",
                 (table.object_id,),

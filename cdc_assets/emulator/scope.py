@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import errors
-from .catalog import Table
+from .catalog import EmulatedTable
 from .types import SqlType
 
 
@@ -13,7 +13,7 @@ from .types import SqlType
 class Source:
     alias: str
     columns: list[tuple[str, SqlType | None]]
-    table: Table | None = None
+    table: EmulatedTable | None = None
     _index: dict[str, tuple[str, SqlType | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

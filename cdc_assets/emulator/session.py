@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import batch, catalog, changelog, errors, statements, storage, udfs
+from . import batch, catalog, errors, statements, storage, transaction_log, udfs
 from . import catalog_procedures as _catalog_procedures  # noqa: F401  (sp_tables, sp_columns...)
 from . import ddl as _ddl  # noqa: F401  (registers its statements with .statements)
 from . import dml as _dml  # noqa: F401  (registers its statements with .statements)
@@ -434,7 +434,7 @@ class Session:
             if target.tracked and target.object_id is not None:
                 tx.touched.add(target.object_id)
                 if plan.updates_key:
-                    changelog.order_split_update(self.db, target.object_id, tx.cmd)
+                    transaction_log.order_split_update(self.db, target.object_id, tx.cmd)
         return Result(None, None, count, _verb(plan))
 
     def _key_update(self, plan: Plan, args: Sequence[Any]) -> int:
@@ -690,7 +690,7 @@ class Session:
         for oid in sorted(tx.touched):
             try:
                 count = self.db.execute(
-                    f"UPDATE {storage.quote(changelog.log_table(oid))} SET lsn = ? "
+                    f"UPDATE {storage.quote(transaction_log.log_table(oid))} SET lsn = ? "
                     "WHERE lsn IS NULL",
                     (commit_lsn,),
                 ).rowcount

@@ -26,7 +26,7 @@ Bookkeeping:
   connections reread only those (:func:`.catalog.refresh`).
 - ``_emu_ddl_log``: DDL on tracked tables, waiting for capture into ``cdc.ddl_history``.
 - ``_emu_jobs``: whether the capture / cleanup agent jobs are running, since when.
-- ``_emu_log_<object_id>``: the change log of one tracked table (see :mod:`.changelog`).
+- ``_emu_log_<object_id>``: the transaction log of one tracked table (see :mod:`.transaction_log`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import errors
 from . import types as T
-from .catalog import Column, Table
+from .catalog import Column, EmulatedTable
 from .storage import quote
 
 
@@ -40,7 +40,7 @@ class VariableView:
     """What the translator sees: each scalar's parameter index and type, each table variable."""
 
     scalars: dict[str, tuple[int, T.SqlType]] = field(default_factory=dict)
-    tables: dict[str, Table] = field(default_factory=dict)
+    tables: dict[str, EmulatedTable] = field(default_factory=dict)
 
     def scalar(self, name: str) -> tuple[int, T.SqlType]:
         found = self.scalars.get(name.lower())
@@ -48,7 +48,7 @@ class VariableView:
             raise undeclared_scalar(name)
         return found
 
-    def table(self, name: str) -> Table:
+    def table(self, name: str) -> EmulatedTable:
         found = self.tables.get(name.lower())
         if found is None:
             raise errors.server_error(1087, f'Must declare the table variable "@{name}".')
@@ -69,7 +69,7 @@ class BatchVariables:
         self.db = db
         self.base = base  # the caller's parameter count: variables bind after them
         self.scalars: dict[str, Scalar] = {}
-        self.tables: dict[str, Table] = {}
+        self.tables: dict[str, EmulatedTable] = {}
         self._view: VariableView | None = NO_VARIABLES
 
     # -- declarations ----------------------------------------------------------------------------
@@ -89,7 +89,7 @@ class BatchVariables:
         self._view = None
         return scalar
 
-    def declare_table(self, name: str, columns: Sequence[tuple[str, str, bool]]) -> Table:
+    def declare_table(self, name: str, columns: Sequence[tuple[str, str, bool]]) -> EmulatedTable:
         self._check_new(name)
         typed = [(column, _variable_type(text), nullable) for column, text, nullable in columns]
         seen: set[str] = set()
@@ -105,7 +105,7 @@ class BatchVariables:
         body = ", ".join(f"{quote(c)} {t.decltype}" for c, t, _ in typed)
         self.db.execute(f"DROP TABLE IF EXISTS temp.{quote(physical)}")
         self.db.execute(f"CREATE TEMP TABLE {quote(physical)} ({body})")
-        table = Table(
+        table = EmulatedTable(
             schema="",
             name=f"@{name}",
             physical=physical,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .catalog import Table
+from .catalog import EmulatedTable
 from .storage import quote
 
 
@@ -40,7 +40,7 @@ def _trigger_names(object_id: int) -> tuple[str, ...]:
     return tuple(f"_emu_{kind}_{object_id}" for kind in ("ins", "del", "upd", "updk"))
 
 
-def create_log(db: sqlite3.Connection, table: Table) -> None:
+def create_log(db: sqlite3.Connection, table: EmulatedTable) -> None:
     """Create the log table of a newly tracked table and its triggers."""
     assert table.object_id is not None
     log = quote(log_table(table.object_id))
@@ -55,7 +55,9 @@ def create_log(db: sqlite3.Connection, table: Table) -> None:
     install_triggers(db, table)
 
 
-def add_log_column(db: sqlite3.Connection, table: Table, column_id: int, decltype: str) -> None:
+def add_log_column(
+    db: sqlite3.Connection, table: EmulatedTable, column_id: int, decltype: str
+) -> None:
     assert table.object_id is not None
     log = quote(log_table(table.object_id))
     db.execute(f"ALTER TABLE {log} ADD COLUMN c{column_id} {decltype}")
@@ -71,7 +73,7 @@ def drop_log(db: sqlite3.Connection, object_id: int) -> None:
     db.execute(f"DROP TABLE IF EXISTS {quote(log_table(object_id))}")
 
 
-def install_triggers(db: sqlite3.Connection, table: Table) -> None:
+def install_triggers(db: sqlite3.Connection, table: EmulatedTable) -> None:
     """(Re)create the triggers for the table's current columns."""
     assert table.object_id is not None
     oid = table.object_id
