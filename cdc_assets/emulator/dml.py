@@ -184,7 +184,7 @@ def plan_insert(tr: Translator, node: exp.Insert, _text: str) -> Plan:
     else:
         raise errors.not_supported(f"INSERT from {tr.quote(source)}")
     sql, slots = tr.finish(text)
-    return Plan("dml", sql=sql, slots=slots, target=table, writes=True, lock=tr.lock)
+    return Plan("dml", verb="INSERT", sql=sql, slots=slots, target=table, writes=True, lock=tr.lock)
 
 
 @statements.planner(exp.Update)
@@ -216,7 +216,7 @@ def plan_update(tr: Translator, node: exp.Update, _text: str) -> Plan:
     if condition is not None:
         text += f" WHERE {condition}"
     sql, slots = tr.finish(text)
-    return Plan("dml", sql=sql, slots=slots, target=table, writes=True, lock=tr.lock)
+    return Plan("dml", verb="UPDATE", sql=sql, slots=slots, target=table, writes=True, lock=tr.lock)
 
 
 def key_update(
@@ -248,6 +248,7 @@ def key_update(
         sql=sql,
         slots=slots,
         target=table,
+        verb="UPDATE",
         updates_key=True,
         writes=True,
         lock=tr.lock,
@@ -263,7 +264,7 @@ def plan_delete(tr: Translator, node: exp.Delete, _text: str) -> Plan:
     if where is not None:
         text += " WHERE " + tr.sql(tr.expr(where.this, scope)[0])
     sql, slots = tr.finish(text)
-    return Plan("dml", sql=sql, slots=slots, target=table, writes=True, lock=tr.lock)
+    return Plan("dml", verb="DELETE", sql=sql, slots=slots, target=table, writes=True, lock=tr.lock)
 
 
 @statements.planner(exp.TruncateTable)
@@ -278,4 +279,6 @@ def plan_truncate(tr: Translator, node: exp.TruncateTable, _text: str) -> Plan:
             f"Cannot truncate table '{table.display}' because it is published for replication "
             "or enabled for Change Data Capture.",
         )
-    return Plan("dml", sql=f"DELETE FROM {quote(table.physical)}", target=table, writes=True)
+    return Plan(
+        "dml", verb="DELETE", sql=f"DELETE FROM {quote(table.physical)}", target=table, writes=True
+    )

@@ -49,6 +49,9 @@ class Plan:
 
     reads_table: False for a query that reads no table (``SELECT @@TRANCOUNT``, ``SELECT 1``),
     at which SQL Server opens no implicit transaction; set once when the statement is planned.
+
+    verb: INSERT, UPDATE or DELETE for a ``dml`` plan (the TDS DONE token's command), set by
+    its planner.
     """
 
     kind: str
@@ -61,6 +64,7 @@ class Plan:
     writes: bool = False
     payload: Action | None = None
     reads_table: bool = True
+    verb: str = ""
 
 
 @dataclass

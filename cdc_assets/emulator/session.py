@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import re
 import sqlite3
 import threading
 import uuid
@@ -435,7 +434,7 @@ class Session:
                 tx.touched.add(target.object_id)
                 if plan.updates_key:
                     transaction_log.order_split_update(self.db, target.object_id, tx.cmd)
-        return Result(None, None, count, _verb(plan))
+        return Result(None, None, count, plan.verb)
 
     def _key_update(self, plan: Plan, args: Sequence[Any]) -> int:
         """Run a key-changing UPDATE as SQL Server does (see ``Translator._key_update``)."""
@@ -828,11 +827,3 @@ class Session:
 _BATCH_CONTROL = frozenset(
     ("if", "block", "use", "declare", "declare_table", "assign", "insert_variable")
 )
-
-
-def _verb(plan: Plan) -> str:
-    """INSERT, UPDATE or DELETE: the statement a DML plan runs (for the TDS DONE token)."""
-    if plan.updates_key:
-        return "UPDATE"
-    words = re.findall(r"\b(INSERT|UPDATE|DELETE)\b", (plan.sql or "")[:200].upper())
-    return words[0] if words else ""
