@@ -6,8 +6,8 @@ tells the sync sensor to re-snapshot the table (``sync.on_gap``)."""
 from pyspark.sql import SparkSession
 
 from cdc_assets.records import Gap
-from cdc_assets.spark.asset_store import WRITE_ID
 from cdc_assets.spark.change_log_properties import gap_of, gap_properties
+from cdc_assets.spark.partition_rows import WRITE_ID
 from cdc_assets.spark.snapshot_chunks import SnapshotProgress
 
 from .chain import SnapshotInfo

@@ -27,13 +27,9 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.spark.asset_store import (
-    AssetStore,
-    Finalize,
-    Properties,
-    Published,
-    RowsInDriver,
-)
+from cdc_assets.spark.asset_store import AssetStore, Finalize, RowsInDriver
+from cdc_assets.spark.commit_metadata import Published
+from cdc_assets.spark.partition_rows import Properties
 from cdc_assets.spark.sqlserver_source import unwrap_source_error
 
 LAYOUT = "cdc_assets/layout"

@@ -33,8 +33,9 @@ from pyspark.sql import SparkSession
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.records import MirrorPosition
 from cdc_assets.spark import mirror_store
-from cdc_assets.spark.asset_store import AssetStore, Published
+from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.change_log_properties import range_of
+from cdc_assets.spark.commit_metadata import Published
 from cdc_assets.spark.session import use_in_this_thread
 
 from .chain import (

@@ -22,18 +22,20 @@ The Dagster sensor reads properties often and without Spark: those reads go thro
 (the ``deltalake`` package), which reads the Delta log and the change logs' properties rows
 (change logs have no deletion vectors) but not the mirrors' data; writes and data reads go
 through Spark.
+
+The layer below the store, one concept per module: :mod:`.delta_location` (URIs as Spark and
+delta-rs name them), :mod:`.partition_rows` (the partition-properties protocol and partition
+rows as Arrow), :mod:`.commit_metadata` (userMetadata, :class:`Published`), :mod:`.stored_columns`
+(columns Delta cannot store as they are), :mod:`.spark_sql_names` (quoting).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,41 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .commit_metadata import (
+    Published,
+    last_commit_published,
+    to_json,
+    without_user_metadata,
+)
 from .concurrent_commits import retry_conflicts
+from .delta_location import (
+    delta_rs_storage_options,
+    delta_rs_uri,
+    hadoop_uri,
+    is_local,
+    local_path,
+    storage_uri,
+)
+from .partition_rows import (
+    GAP,
+    IN_PROGRESS,
+    PARTITION_COLUMN,
+    PROPERTIES_COLUMN,
+    STORED_COLUMNS,
+    WRITE_ID,
+    Properties,
+    arrow_fields,
+    arrow_properties_row,
+    as_partition_rows,
+    data_rows,
+    has_timestamp_ntz,
+    missing_fields,
+    properties_in,
+    stored_alike,
+    stored_column_names,
+    with_null_columns,
+)
+from .spark_sql_names import sql_string
 from .stored_columns import (
     decode_from_delta,
     decode_rows,
@@ -54,19 +90,6 @@ from .stored_columns import (
 
 log = logging.getLogger(__name__)
 
-PARTITION_COLUMN = "_cdc_partition"
-PROPERTIES_COLUMN = "_cdc_properties"
-WRITE_ID = "write_id"  # in every partition's properties: tells one write of it from another
-# ... and the partition's own columns (as stored): the table's schema is the union of all
-# partitions' columns (the snapshot's, the ranges', those before and after a schema change).
-STORED_COLUMNS = "stored_columns"
-GAP = "gap"  # a partition's properties when it could not be written: {"gap": {...}}
-# A partition written in several commits (a snapshot's chunks, :mod:`.chunk_commits`) has a
-# properties row per commit: the newest (highest COMMIT_SEQ) is the partition's; while it says
-# IN_PROGRESS the partition is not published (its rows are a part of it).
-COMMIT_SEQ = "commit_seq"
-IN_PROGRESS = "in_progress"
-USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # Old layout (before Delta): <base>/<key path>/<partition or __all__>/_CURRENT
 OLD_LAYOUT_POINTER = "_CURRENT"
 OLD_LAYOUT_PARTITIONS = ("__all__", "snapshot")
@@ -85,19 +108,7 @@ PLAIN_PARQUET_READER_FEATURES = frozenset({"timestampNtz"})
 # mirror's first Spark MERGE (:mod:`.mirror_store`), so delta-rs leaves those properties out.
 DRIVER_WRITE_ROWS = 10_000
 SET_BY_SPARK_LATER = ("delta.feature.timestampNtz", "delta.enableDeletionVectors")
-# delta-rs's names of the commit metrics Spark's writes report (io_manager's OPERATION_METRICS)
-DELTA_RS_METRICS = {
-    "num_added_rows": "numOutputRows",
-    "num_added_files": "numAddedFiles",
-    "num_removed_files": "numRemovedFiles",
-    "num_target_rows_inserted": "numTargetRowsInserted",
-    "num_target_rows_updated": "numTargetRowsUpdated",
-    "num_target_rows_deleted": "numTargetRowsDeleted",
-    "num_target_files_added": "numTargetFilesAdded",
-    "num_target_files_removed": "numTargetFilesRemoved",
-}
 
-Properties = dict[str, Any]
 # computes a partition's properties from its rows: a Spark frame, or Arrow when read in the driver
 Finalize = Callable[[DataFrame | pa.Table], Mapping[str, Any]]
 
@@ -117,248 +128,6 @@ class NotPublished(LookupError):
 
 class OldLayout(RuntimeError):
     """The storage holds data of the Parquet layout that preceded Delta Lake."""
-
-
-@dataclass(frozen=True)
-class Published:
-    """A committed write: the table, its Delta version, the properties and operation metrics."""
-
-    uri: str
-    version: int
-    properties: Properties
-    metrics: dict[str, int] = field(default_factory=dict)
-    user_metadata: str | None = None  # as the commit holds it
-    committed: bool = True  # False: nothing was committed, ``version`` is the current one
-
-
-# ``commitInfo.userMetadata`` of a MERGE can only be set as a session conf. A classic session
-# gives each such commit a session of its own (``newSession``: same SparkContext, own SQL conf),
-# so threads of one driver can merge several tables at once; where that is not possible (Spark
-# Connect) the commits of this process take turns.
-_user_metadata_lock = threading.Lock()
-
-
-@contextmanager
-def user_metadata(spark: SparkSession, text: str) -> Iterator[SparkSession]:
-    """A session whose commits carry ``text`` as their userMetadata. Temporary views of
-    ``spark`` are not visible in it: share data through global temporary views."""
-    try:
-        own = spark.newSession()
-    except Exception:  # Spark Connect has no newSession: one commit at a time
-        own = None
-    if own is not None:
-        own.conf.set(USER_METADATA_CONF, text)
-        yield own
-        return
-    with _user_metadata_lock:
-        spark.conf.set(USER_METADATA_CONF, text)
-        try:
-            yield spark
-        finally:
-            spark.conf.unset(USER_METADATA_CONF)
-
-
-@contextmanager
-def without_user_metadata(spark: SparkSession) -> Iterator[SparkSession]:
-    """``spark`` for a commit that must carry no userMetadata (a table property change): on
-    Spark Connect, where :func:`user_metadata` sets it on the one shared session, this waits
-    until no such commit runs."""
-    with _user_metadata_lock:
-        yield spark
-
-
-def to_json(properties: Mapping[str, Any]) -> str:
-    return json.dumps(dict(properties), sort_keys=True, default=str)
-
-
-def storage_uri(base: str | Path) -> str:
-    """``base`` as a URI string, a plain path made absolute."""
-    text = str(base)
-    if "://" in text:
-        return text.rstrip("/")
-    return str(Path(text).expanduser().absolute())
-
-
-def is_local(uri: str) -> bool:
-    return "://" not in uri or uri.startswith("file://")
-
-
-def local_path(uri: str) -> Path:
-    return Path(uri.removeprefix("file://"))
-
-
-def delta_rs_uri(uri: str) -> str:
-    """delta-rs names S3 ``s3://`` (Hadoop's connector ``s3a://``)."""
-    return "s3://" + uri.removeprefix("s3a://") if uri.startswith("s3a://") else uri
-
-
-def hadoop_uri(uri: str) -> str:
-    """A URI delta-rs gives (``s3://``) as Spark's Hadoop connector names it (``s3a://``)."""
-    return "s3a://" + uri.removeprefix("s3://") if uri.startswith("s3://") else uri
-
-
-def delta_rs_storage_options() -> dict[str, str]:
-    """delta-rs reads AWS_* from the environment; plain-HTTP endpoints need this switch too."""
-    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-    return {"AWS_ALLOW_HTTP": "true"} if endpoint.startswith("http://") else {}
-
-
-def _col(name: str) -> Any:
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
-def sql_string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def sql_name(name: str) -> str:
-    """``name`` as a quoted Spark SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _properties_in(table: Any, partitions: Sequence[str]) -> dict[str, Properties]:
-    """The properties rows of ``partitions`` in the delta-rs ``table`` (those that have one)."""
-    import pyarrow.compute as pc
-
-    names = {f.name for f in table.schema().fields}
-    if PARTITION_COLUMN not in names:
-        return {}
-    dataset = table.to_pyarrow_dataset(
-        file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))]
-    )
-    rows = dataset.to_table(
-        columns=[PARTITION_COLUMN, PROPERTIES_COLUMN],
-        filter=pc.field(PROPERTIES_COLUMN).is_valid(),
-        use_threads=False,  # see sync_state_store.read_rows: an abort at exit otherwise
-    ).to_pylist()
-    found: dict[str, Properties] = {}
-    for r in rows:
-        properties = json.loads(r[PROPERTIES_COLUMN])
-        held = found.get(r[PARTITION_COLUMN])
-        if held is None or properties.get(COMMIT_SEQ, -1) > held.get(COMMIT_SEQ, -1):
-            found[r[PARTITION_COLUMN]] = properties
-    return found
-
-
-def _stored_columns(found: Mapping[str, Properties], partitions: Sequence[str]) -> list[str]:
-    """The columns ``partitions`` were written with (their properties say), in order."""
-    columns: list[str] = []
-    for p in partitions:
-        for name in (found.get(p) or {}).get(STORED_COLUMNS) or []:
-            if name not in columns:
-                columns.append(name)
-    return columns
-
-
-def _data_rows(df: DataFrame, columns: Sequence[str]) -> DataFrame:
-    """The data rows of a change log's read (properties rows dropped), with ``columns`` (those
-    the table has; all but the partitioning ones when none is known), decoded."""
-    df = df.where(F.col(PROPERTIES_COLUMN).isNull())
-    kept = [c for c in columns if c in df.columns]
-    if kept:
-        df = df.select(*[_col(c) for c in kept])
-    else:
-        df = df.drop(PARTITION_COLUMN, PROPERTIES_COLUMN)
-    return decode_from_delta(df)
-
-
-# The column types delta-rs writes as the Delta type Spark's writer gives them (a variant, say,
-# would become a struct): those of SQL Server's columns, as the source reads them.
-ARROW_SAFE_TYPES = (
-    T.BooleanType,
-    T.ByteType,
-    T.ShortType,
-    T.IntegerType,
-    T.LongType,
-    T.FloatType,
-    T.DoubleType,
-    T.DecimalType,
-    T.StringType,
-    T.BinaryType,
-    T.DateType,
-    T.TimestampType,
-    T.TimestampNTZType,
-)
-
-
-def _arrow_fields(schema: T.StructType) -> list[Any] | None:
-    """The Arrow fields of a table Spark's writer would create from ``schema``: every column
-    nullable, the field metadata kept; None when a type is not among :data:`ARROW_SAFE_TYPES` or
-    some metadata is not text (delta-rs keeps text only)."""
-    from pyspark.sql.pandas.types import to_arrow_type
-
-    if not all(isinstance(f.dataType, ARROW_SAFE_TYPES) for f in schema.fields):
-        return None
-    if not all(isinstance(v, str) for f in schema.fields for v in f.metadata.values()):
-        return None
-    return [
-        pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC"), True, f.metadata or None)
-        for f in schema.fields
-    ]
-
-
-def _arrow_properties_row(partition: str, text: str, schema: pa.Schema) -> pa.Table:
-    """A partition's properties row (every other column null) as delta-rs commits it."""
-    return pa.Table.from_pylist([{PARTITION_COLUMN: partition, PROPERTIES_COLUMN: text}], schema)
-
-
-def _as_partition_rows(rows: pa.Table, schema: pa.Schema, partition: str) -> pa.Table:
-    """``rows`` as data rows of ``partition`` in a table of ``schema``: its columns cast to the
-    table's types, the table's other columns null, the properties column too."""
-    count = rows.num_rows
-    arrays = [
-        pa.array([partition] * count, f.type)
-        if f.name == PARTITION_COLUMN
-        else rows.column(f.name).cast(f.type)
-        if f.name in rows.column_names
-        else pa.nulls(count, f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _has_timestamp_ntz(schema: T.StructType) -> bool:
-    return any("timestamp_ntz" in f.dataType.simpleString() for f in schema.fields)
-
-
-def _stored_alike(table: Any, fields: T.StructType) -> bool:
-    """The delta-rs ``table`` has the columns of ``fields`` with their Delta types and field
-    metadata (a ``time`` column stored as text, say, and not as plain text)."""
-    found = T.StructType.fromJson(json.loads(table.schema().to_json()))
-    have = {f.name: f for f in found.fields}
-    return all(
-        f.name in have
-        and have[f.name].dataType == f.dataType
-        and (have[f.name].metadata or {}) == (f.metadata or {})
-        for f in fields.fields
-    )
-
-
-def _newest_commit(table: Any, uri: str, properties: Properties) -> Published:
-    """The newest commit of ``table`` (delta-rs, its log just read) as a :class:`Published`;
-    delta-rs's own commits get their metrics under the names Spark's have."""
-    last = table.history(limit=1)[0]
-    metrics = {
-        DELTA_RS_METRICS.get(k, k): int(v)
-        for k, v in (last.get("operationMetrics") or {}).items()
-        if str(v).isdigit()
-    }
-    return Published(uri, int(last["version"]), properties, metrics, last.get("userMetadata"))
-
-
-def _missing_fields(schema: T.StructType, wanted: T.StructType | None) -> T.StructType:
-    """The fields of ``wanted`` that ``schema`` lacks."""
-    names = set(schema.names)
-    return T.StructType([f for f in (wanted.fields if wanted else []) if f.name not in names])
-
-
-def _with_null_columns(df: DataFrame, schema: T.StructType) -> DataFrame:
-    """``df`` with the fields of ``schema`` it lacks, as nulls of their types."""
-    missing = _missing_fields(df.schema, schema).fields
-    nulls = [
-        F.lit(None).cast(f.dataType).alias(f.name, metadata=f.metadata or None) for f in missing
-    ]
-    return df.select("*", *nulls) if nulls else df
 
 
 class AssetStore:
@@ -413,7 +182,7 @@ class AssetStore:
     ) -> dict[str, Properties]:
         """The properties rows of ``partitions`` (those that have one), in one read."""
         table = self._delta_rs(key_path)
-        return {} if table is None else _properties_in(table, partitions)
+        return {} if table is None else properties_in(table, partitions)
 
     def commit_properties(self, key_path: Sequence[str]) -> tuple[int, Properties] | None:
         """(version, userMetadata) of the newest commit that has one; None for no table."""
@@ -565,7 +334,7 @@ class AssetStore:
             )
             if small is not None:
                 return small
-        elif partition is not None and _arrow_fields(schema) is not None:
+        elif partition is not None and arrow_fields(schema) is not None:
             replaced = self._replace_partition_in_driver(
                 key_path, schema.names, partition, properties, stored, later, schema
             )
@@ -637,7 +406,7 @@ class AssetStore:
                 PROPERTIES_COLUMN, F.lit(None).cast("string")
             )
             if later is not None:
-                stored = _with_null_columns(stored, later)
+                stored = with_null_columns(stored, later)
             marker = self._properties_row(spark, data, partition, properties)
             writer = (
                 stored.unionByName(marker, allowMissingColumns=True)
@@ -685,14 +454,14 @@ class AssetStore:
         wanted = {*columns, *(later.names if later is not None else ())}
         if not wanted <= set(schema.names) or not all(f.nullable for f in schema):
             return None
-        if not all(_stored_alike(table, f) for f in (fields, later) if f is not None):
+        if not all(stored_alike(table, f) for f in (fields, later) if f is not None):
             return None
         properties = {**properties, WRITE_ID: uuid.uuid4().hex, STORED_COLUMNS: list(columns)}
         text = to_json(properties)
-        data = _arrow_properties_row(partition, text, schema)
+        data = arrow_properties_row(partition, text, schema)
         try:
             if rows is not None and rows.num_rows:
-                data = pa.concat_tables([_as_partition_rows(rows, schema, partition), data])
+                data = pa.concat_tables([as_partition_rows(rows, schema, partition), data])
             write_deltalake(
                 table,
                 data,
@@ -705,7 +474,7 @@ class AssetStore:
             log.warning("delta-rs could not write %s (%s); Spark writes it", uri, exc)
             return None
         table.update_incremental()
-        return _newest_commit(table, uri, properties)
+        return last_commit_published(table, uri, properties)
 
     def _create_small(
         self,
@@ -747,8 +516,8 @@ class AssetStore:
         file system, and its columns are of types delta-rs writes as Spark would."""
         if not is_local(self.location(key_path)) or self._delta_rs(key_path) is not None:
             return False
-        fields = _arrow_fields(schema)
-        return fields is not None and _arrow_fields(_missing_fields(schema, later)) is not None
+        fields = arrow_fields(schema)
+        return fields is not None and arrow_fields(missing_fields(schema, later)) is not None
 
     def _create_from_arrow(
         self,
@@ -766,8 +535,8 @@ class AssetStore:
         from deltalake.exceptions import DeltaError
 
         uri = self.location(key_path)
-        fields = _arrow_fields(schema)
-        later_fields = _arrow_fields(_missing_fields(schema, later))
+        fields = arrow_fields(schema)
+        later_fields = arrow_fields(missing_fields(schema, later))
         assert fields is not None and later_fields is not None  # _may_create_small
         count = collected.num_rows
         arrays = [collected.column(i).cast(f.type) for i, f in enumerate(fields)]
@@ -783,7 +552,7 @@ class AssetStore:
             fields += extra
         table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
         if partition is not None:
-            marker = _arrow_properties_row(partition, text, table.schema)
+            marker = arrow_properties_row(partition, text, table.schema)
             table = pa.concat_tables([table, marker])
         configuration = {k: v for k, v in table_properties.items() if k not in SET_BY_SPARK_LATER}
         try:
@@ -800,7 +569,7 @@ class AssetStore:
             return None
         created = self._delta_rs(key_path)
         assert created is not None
-        return _newest_commit(created, uri, properties)
+        return last_commit_published(created, uri, properties)
 
     def _turn_on_timestamp_ntz(
         self, spark: SparkSession, key_path: Sequence[str], schema: T.StructType
@@ -808,7 +577,7 @@ class AssetStore:
         """Before Spark writes ``schema`` into an existing table created by delta-rs without a
         timestamp_ntz column: Spark's writer refuses to add one to a table without the feature
         (``DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT``), so it is turned on first."""
-        if not _has_timestamp_ntz(schema):
+        if not has_timestamp_ntz(schema):
             return
         table = self._delta_rs(key_path)
         if table is None or "timestampNtz" in (table.protocol().writer_features or []):
@@ -861,7 +630,7 @@ class AssetStore:
         table = self._delta_rs(key_path)
         if table is None:
             raise NotPublished(f"no data has been published at {self.location(key_path)}")
-        return _newest_commit(table, self.location(key_path), properties)
+        return last_commit_published(table, self.location(key_path), properties)
 
     def unchanged(self, key_path: Sequence[str], properties: Properties) -> Published:
         """The table's current version described by ``properties``, with no commit (a mirror
@@ -876,7 +645,7 @@ class AssetStore:
         from deltalake import DeltaTable
 
         table = DeltaTable(delta_rs_uri(uri), storage_options=delta_rs_storage_options())
-        return _newest_commit(table, uri, properties)
+        return last_commit_published(table, uri, properties)
 
     # -- reading (Spark) --------------------------------------------------------------------
 
@@ -920,7 +689,7 @@ class AssetStore:
         """The data rows of ``partitions`` with the columns they were written with."""
         found = self._properties_of(key_path, partitions)
         df = df.where(F.col(PARTITION_COLUMN).isin(list(partitions)))
-        return _data_rows(df, _stored_columns(found, partitions))
+        return data_rows(df, stored_column_names(found, partitions))
 
     def _read_files(
         self, spark: SparkSession, key_path: Sequence[str], partitions: Sequence[str]
@@ -948,7 +717,7 @@ class AssetStore:
             df = spark.read.schema(schema).parquet(*files)
         else:
             df = spark.createDataFrame([], schema)
-        return _data_rows(df, _stored_columns(_properties_in(table, partitions), partitions))
+        return data_rows(df, stored_column_names(properties_in(table, partitions), partitions))
 
     def _plain_partitioned(self, key_path: Sequence[str]) -> tuple[Any, T.StructType] | None:
         """The table (delta-rs) and its schema, when it is partitioned by partition and its
@@ -976,7 +745,7 @@ class AssetStore:
         if found is None:
             return None
         table, schema = found
-        columns = _stored_columns(_properties_in(table, partitions), partitions)
+        columns = stored_column_names(properties_in(table, partitions), partitions)
         if not columns or not set(columns) <= set(schema.names):
             return None
         stored = T.StructType([schema[c] for c in columns])
@@ -991,7 +760,7 @@ class AssetStore:
             rows = dataset.to_table(
                 columns=columns,
                 filter=pc.field(PROPERTIES_COLUMN).is_null(),
-                use_threads=False,  # see _properties_in
+                use_threads=False,  # see properties_in
             )
             return decode_rows(stored, rows)
 

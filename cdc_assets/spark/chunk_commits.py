@@ -8,8 +8,8 @@ says how far the partition is, in the same files and commit as the rows:
 - the first commit replaces the partition (``replaceWhere``: the previous snapshot's rows and
   properties go), every later one appends;
 - every properties row carries ``commit_seq`` (0, 1, ...): a reader takes the newest
-  (:data:`~.asset_store.COMMIT_SEQ`), and the partition counts as published only once that row
-  no longer says :data:`~.asset_store.IN_PROGRESS`;
+  (:data:`~.partition_rows.COMMIT_SEQ`), and the partition counts as published only once that row
+  no longer says :data:`~.partition_rows.IN_PROGRESS`;
 - each commit names the write (``txnAppId``, the snapshot's write id) and its place in it
   (``txnVersion``, its ``commit_seq``): Delta skips a commit it has already made for them, so a
   batch retried after its commit went through (an answer lost on the way) is never appended
@@ -24,23 +24,19 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .asset_store import (
+from .asset_store import TABLE_PROPERTIES, AssetStore, decode_from_delta, encode_for_delta
+from .commit_metadata import Published, to_json
+from .concurrent_commits import retry_conflicts
+from .partition_rows import (
     COMMIT_SEQ,
     PARTITION_COLUMN,
     PROPERTIES_COLUMN,
     STORED_COLUMNS,
-    TABLE_PROPERTIES,
     WRITE_ID,
-    AssetStore,
     Properties,
-    Published,
-    _with_null_columns,
-    decode_from_delta,
-    encode_for_delta,
-    sql_string,
-    to_json,
+    with_null_columns,
 )
-from .concurrent_commits import retry_conflicts
+from .spark_sql_names import sql_string
 
 __all__ = ["append_chunks"]
 
@@ -91,7 +87,7 @@ def _commit(
         PROPERTIES_COLUMN, F.lit(None).cast("string")
     )
     if later_columns is not None:
-        stored = _with_null_columns(stored, encode_for_delta(later_columns).schema)
+        stored = with_null_columns(stored, encode_for_delta(later_columns).schema)
     marker = store._properties_row(spark, data, partition, properties)
     writer = (
         stored.unionByName(marker, allowMissingColumns=True)

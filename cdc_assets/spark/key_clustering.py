@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .asset_store import sql_name, sql_string
+from .spark_sql_names import sql_name, sql_string
 
 ROWS_PER_FILE = 100_000  # a clustered mirror's rows per file: what a MERGE reads per key
 KEY_LIST_MAX = 100  # more distinct keys than this: a BETWEEN range instead of equalities

@@ -23,24 +23,22 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from cdc_assets.lsn import CHANGE_ORDER, OPERATION, START_LSN
 
+from .spark_sql_names import column
+
 DELETE, INSERT, BEFORE_IMAGE, AFTER_IMAGE = 1, 2, 3, 4
 MISSING_ROW = "keyless merge: the changes remove a row the mirror does not hold"
-
-
-def _col(name: str) -> Column:
-    return F.col(f"`{name}`")
 
 
 def after(changes: DataFrame, snapshot_lsn: bytes | None) -> DataFrame:
     """Only the changes the snapshot does not already hold (``__$start_lsn`` > snapshot LSN)."""
     if snapshot_lsn is None:
         return changes
-    return changes.where(_col(START_LSN) > F.lit(bytearray(snapshot_lsn)))
+    return changes.where(column(START_LSN) > F.lit(bytearray(snapshot_lsn)))
 
 
 def last_change_per_key(
@@ -50,9 +48,9 @@ def last_change_per_key(
     left out): what a MERGE applies. ``__$operation`` 1 means the key is gone."""
     if not key_columns:
         raise ValueError("last_change_per_key needs key columns; keyless tables are multisets")
-    relevant = after(changes, snapshot_lsn).where(_col(OPERATION) != BEFORE_IMAGE)
-    keys = [_col(k) for k in key_columns]
-    order = [_col(c).desc() for c in CHANGE_ORDER]
+    relevant = after(changes, snapshot_lsn).where(column(OPERATION) != BEFORE_IMAGE)
+    keys = [column(k) for k in key_columns]
+    order = [column(c).desc() for c in CHANGE_ORDER]
     return (
         relevant.withColumn(
             "__rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order))
@@ -137,8 +135,8 @@ def net_counts_in_driver(
 def net_counts(changes: DataFrame, data_columns: Sequence[str]) -> DataFrame:
     """Per distinct row of ``data_columns``, ``__n``: inserts and after images minus deletes and
     before images; rows whose changes cancel out are left out."""
-    cols = [_col(c) for c in data_columns]
-    sign = F.when(_col(OPERATION).isin(DELETE, BEFORE_IMAGE), F.lit(-1)).otherwise(F.lit(1))
+    cols = [column(c) for c in data_columns]
+    sign = F.when(column(OPERATION).isin(DELETE, BEFORE_IMAGE), F.lit(-1)).otherwise(F.lit(1))
     return (
         changes.select(*cols, sign.alias("__n"))
         .groupBy(*cols)
@@ -161,11 +159,11 @@ def rows_after_keyed_changes(
             "use rows_after_multiset_changes for keyless tables"
         )
     data_columns = mirror.columns
-    keys = [_col(k) for k in key_columns]
+    keys = [column(k) for k in key_columns]
     last = last_change_per_key(changes, key_columns, snapshot_lsn)
     touched = last.select(*keys)
     kept = mirror.join(touched, on=list(key_columns), how="left_anti")
-    upserts = last.where(_col(OPERATION) != DELETE).select(*[_col(c) for c in data_columns])
+    upserts = last.where(column(OPERATION) != DELETE).select(*[column(c) for c in data_columns])
     return kept.unionByName(upserts)
 
 
@@ -174,8 +172,8 @@ def rows_after_multiset_changes(
 ) -> DataFrame:
     """The keyless mirror after ``changes``: per distinct row, count + inserts - deletes."""
     data_columns = mirror.columns
-    cols = [_col(c) for c in data_columns]
-    sign = F.when(_col(OPERATION).isin(DELETE, BEFORE_IMAGE), F.lit(-1)).otherwise(F.lit(1))
+    cols = [column(c) for c in data_columns]
+    sign = F.when(column(OPERATION).isin(DELETE, BEFORE_IMAGE), F.lit(-1)).otherwise(F.lit(1))
     delta = after(changes, snapshot_lsn).select(*cols, sign.alias("__n"))
     current = mirror.select(*cols, F.lit(1).alias("__n"))
     counts = current.unionByName(delta).groupBy(*cols).agg(F.sum("__n").alias("__n"))

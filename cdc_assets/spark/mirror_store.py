@@ -25,7 +25,8 @@ The merge is SQL (``MERGE INTO delta.`<uri>```) on a temporary view, which also 
 Spark Connect (Delta's Python ``DeltaTable`` API does not). ``userMetadata`` of a MERGE can only
 be given as a session conf: each MERGE runs in a session of its own (``newSession``), its source
 a global temporary view, so threads can merge different tables at once; over Spark Connect,
-which has no ``newSession``, merges of one process take turns (:func:`.asset_store.user_metadata`).
+which has no ``newSession``, merges of one process take turns
+(:func:`.commit_metadata.user_metadata`).
 """
 
 from __future__ import annotations
@@ -50,16 +51,11 @@ from .asset_store import (
     PLAIN_PARQUET_READER_FEATURES,
     AssetStore,
     NotPublished,
-    Published,
     RowsInDriver,
-    is_local,
-    local_path,
-    sql_name,
-    to_json,
-    user_metadata,
-    without_user_metadata,
 )
+from .commit_metadata import Published, to_json, user_metadata, without_user_metadata
 from .concurrent_commits import retry_conflicts
+from .delta_location import is_local, local_path
 from .key_clustering import clustered, is_large, target_key_condition
 from .mirror_merge import (
     DELETE,
@@ -73,6 +69,7 @@ from .mirror_merge import (
     rows_after_multiset_changes,
 )
 from .session import write_parallelism
+from .spark_sql_names import sql_name
 from .stored_columns import decode_from_delta, encode_for_delta, encode_rows, stored_name
 
 log = logging.getLogger(__name__)

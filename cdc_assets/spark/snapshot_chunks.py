@@ -33,8 +33,10 @@ from cdc_assets.sqlserver.key_values import decode_key, encode_key
 from cdc_assets.sqlserver.snapshot import KeyRange
 
 from . import sqlserver_source
-from .asset_store import COMMIT_SEQ, IN_PROGRESS, WRITE_ID, AssetStore, Published
+from .asset_store import AssetStore
 from .chunk_commits import append_chunks
+from .commit_metadata import Published
+from .partition_rows import COMMIT_SEQ, IN_PROGRESS, WRITE_ID
 
 __all__ = [
     "BatchCommitted",

@@ -24,8 +24,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from .spark_sql_names import column
 
 STORED_TYPE = "cdc_assets.type"  # in a field's metadata: the type the column had (time(6))
 STORED_NAME = "cdc_assets.name"  # ... and the name it had, when the stored one differs
@@ -37,10 +38,6 @@ _MICROS_PER_SECOND = 1_000_000
 def stored_name(name: str) -> str:
     """``name`` with the characters Delta refuses as ``_xHH_``."""
     return "".join(f"_x{ord(c):02x}_" if c in INVALID_IN_NAMES else c for c in name)
-
-
-def _col(name: str) -> Any:
-    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def needs_encoding(schema: T.StructType) -> bool:
@@ -67,14 +64,14 @@ def encode_for_delta(df: DataFrame) -> DataFrame:
     columns = []
     for f in df.schema.fields:
         metadata: dict[str, str] = {}
-        column = _col(f.name)
+        value = column(f.name)
         if isinstance(f.dataType, T.TimeType):
-            column = column.cast("string")
+            value = value.cast("string")
             metadata[STORED_TYPE] = f.dataType.simpleString()
         name = stored_name(f.name)
         if name != f.name:
             metadata[STORED_NAME] = f.name
-        columns.append(column.alias(name, metadata=metadata) if metadata else column)
+        columns.append(value.alias(name, metadata=metadata) if metadata else value)
     return df.select(*columns)
 
 
@@ -88,13 +85,13 @@ def decode_from_delta(df: DataFrame) -> DataFrame:
     for f in fields:
         meta = dict(f.metadata or {})
         stored_type, name = meta.pop(STORED_TYPE, None), meta.pop(STORED_NAME, None)
-        column = _col(f.name)
+        value = column(f.name)
         if stored_type:
-            column = column.cast(stored_type)
+            value = value.cast(stored_type)
         if stored_type or name:
             # explicit metadata: without it the alias would keep the stored type and name
-            column = column.alias(name or f.name, metadata=meta)
-        columns.append(column)
+            value = value.alias(name or f.name, metadata=meta)
+        columns.append(value)
     return df.select(*columns)
 
 

@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
-from .asset_store import AssetStore, is_local
+from .asset_store import AssetStore
 from .concurrent_commits import retry_conflicts
+from .delta_location import is_local
 
 TABLE = "table_id"
 STATE = "state"

@@ -40,9 +40,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import Row, SparkSession
 
-from .asset_store import PARTITION_COLUMN, sql_string
 from .concurrent_commits import retry_conflicts
 from .key_clustering import ROWS_PER_FILE
+from .partition_rows import PARTITION_COLUMN
+from .spark_sql_names import sql_string
 
 HISTORY_PROPERTIES = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
 _DELETE_BATCH = 500  # partition keys per DELETE statement (one commit each)

@@ -202,14 +202,14 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
 
         AssetStore._properties_row = properties_row  # type: ignore[method-assign]
         # a range of a few rows is written by delta-rs: killed as its rows are laid out
-        real_rows = asset_store._as_partition_rows
+        real_rows = asset_store.as_partition_rows
 
         def partition_rows(rows, schema, partition):  # type: ignore[no-untyped-def]
             if hit("cdc"):
                 kill_driver()
             return real_rows(rows, schema, partition)
 
-        asset_store._as_partition_rows = partition_rows
+        asset_store.as_partition_rows = partition_rows
     elif stage == "merge":
         real_merge = mirror_store._run_merge
         killer = F.udf(_kill_on_first_row, BooleanType(), useArrow=False).asNondeterministic()
@@ -231,7 +231,7 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
         mirror_merge.last_change_per_key_in_driver = last_change
     elif stage == "committed":
         # every commit, Spark's or delta-rs's, is read back as the newest one of its table
-        real_newest = asset_store._newest_commit
+        real_newest = asset_store.last_commit_published
 
         def newest_commit(table, uri, properties):  # type: ignore[no-untyped-def]
             found = real_newest(table, uri, properties)
@@ -239,7 +239,7 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
                 kill_driver()
             return found
 
-        asset_store._newest_commit = newest_commit
+        asset_store.last_commit_published = newest_commit
     else:
         raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
 

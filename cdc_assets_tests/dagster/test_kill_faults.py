@@ -48,7 +48,8 @@ from cdc_assets.dagster.names import PARTITION_TAG, SOURCE_TAG
 from cdc_assets.dagster.source import load_source
 from cdc_assets.lsn import LsnRange
 from cdc_assets.spark import sqlserver_source
-from cdc_assets.spark.asset_store import PARTITION_COLUMN, AssetStore
+from cdc_assets.spark.asset_store import AssetStore
+from cdc_assets.spark.partition_rows import PARTITION_COLUMN
 from cdc_assets.workload import DEMO_TABLES, create_demo_database
 
 from . import kill_runner

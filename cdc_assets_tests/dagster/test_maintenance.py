@@ -19,7 +19,7 @@ from cdc_assets.dagster.names import (
     sync_job_name,
 )
 from cdc_assets.spark import mirror_store, table_maintenance
-from cdc_assets.spark.asset_store import local_path
+from cdc_assets.spark.delta_location import local_path
 from cdc_assets.spark.mirror_store import lsn_versions, read_mirror_as_of
 from cdc_assets.workload import DEMO_TABLES
 

@@ -31,7 +31,7 @@ from cdc_assets.dagster.sync_state import SourceSync
 from cdc_assets.emulator import faults
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import snapshot_chunks, sqlserver_source
-from cdc_assets.spark.asset_store import PARTITION_COLUMN, PROPERTIES_COLUMN
+from cdc_assets.spark.partition_rows import PARTITION_COLUMN, PROPERTIES_COLUMN
 from cdc_assets.spark.snapshot_chunks import SnapshotProgress, SnapshotReplaced
 from cdc_assets.sqlserver.catalog import CaptureInstance
 from cdc_assets.sqlserver.key_values import decode_key, encode_key

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.records import Coverage, Gap, RangeProperties
-from cdc_assets.spark.asset_store import to_json
 from cdc_assets.spark.change_log_properties import (
     gap_of,
     gap_properties,
     range_of,
     range_properties,
 )
+from cdc_assets.spark.commit_metadata import to_json
 
 # a range partition's properties as the change-log step wrote them before the records
 WRITTEN = {

@@ -19,13 +19,8 @@ from pyspark.sql import types as T
 
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import asset_store, mirror_store
-from cdc_assets.spark.asset_store import (
-    USER_METADATA_CONF,
-    AssetStore,
-    NotPublished,
-    OldLayout,
-    RowsInDriver,
-)
+from cdc_assets.spark.asset_store import AssetStore, NotPublished, OldLayout, RowsInDriver
+from cdc_assets.spark.commit_metadata import USER_METADATA_CONF, to_json
 from cdc_assets.spark.mirror_merge import rows_after_keyed_changes, rows_after_multiset_changes
 from cdc_assets_tests.spark.change_rows import change_rows, lsn, sorted_rows
 
@@ -476,7 +471,7 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
         mirror_rows=10,
         change_rows=30,
     )
-    assert published is not None and published.user_metadata == asset_store.to_json(properties)
+    assert published is not None and published.user_metadata == to_json(properties)
     twin = mirror_store.spark_merge_keyed(
         spark,
         store,
