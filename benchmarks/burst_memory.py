@@ -238,15 +238,15 @@ class Driver:
     cursor: str | None = None
 
     def tick(self) -> Any:
-        from cdc_assets.dagster.in_process import tick_sensor
+        from cdc_assets.dagster.demo.in_process import tick_sensor
 
         data = tick_sensor(self.defs, self.instance, self.source.name, self.cursor)
         self.cursor = data.cursor
         return data
 
     def execute(self, request: Any) -> None:
-        from cdc_assets.dagster.in_process import execute_request
-        from cdc_assets.dagster.names import sync_job_name
+        from cdc_assets.dagster.demo.in_process import execute_request
+        from cdc_assets.dagster.sync.names import sync_job_name
 
         job = self.defs.resolve_job_def(sync_job_name(self.source.name))
         result = execute_request(job, self.instance, request)
@@ -269,7 +269,7 @@ def _emit(label: str, payload: dict[str, Any]) -> None:
 
 def _range_report(source: Any, keys: list[str]) -> dict[str, Any]:
     """Ranges, the most transactions in one (``cdc.lsn_time_mapping``), change rows written."""
-    from cdc_assets.dagster.chain import range_partitions
+    from cdc_assets.dagster.sync.chain import range_partitions
     from cdc_assets.sqlserver import range_stats
 
     ranges = range_partitions(keys)
@@ -310,8 +310,8 @@ def child(args: argparse.Namespace) -> int:
     from pyspark.sql import SparkSession
 
     from cdc_assets.dagster.definitions_builder import build_definitions
-    from cdc_assets.dagster.names import partitions_name
-    from cdc_assets.dagster.source import load_source
+    from cdc_assets.dagster.sync.names import partitions_name
+    from cdc_assets.dagster.sync.source import load_source
 
     workdir = Path(args.workdir)
     config = project_config(workdir, args.max_transactions, args.driver_memory)

@@ -16,9 +16,9 @@ from freshness_run import VARIANTS, LsnSampler
 
 from cdc_assets import emulator
 from cdc_assets.config import load_config
-from cdc_assets.dagster.names import PARTITION_TAG
-from cdc_assets.dagster.partitions import parse_partition
-from cdc_assets.dagster.source import Source, load_source
+from cdc_assets.dagster.sync.names import PARTITION_TAG
+from cdc_assets.dagster.sync.partitions import parse_partition
+from cdc_assets.dagster.sync.source import Source, load_source
 from cdc_assets.lsn import Lsn
 from cdc_assets.sqlserver import changed_lsns, transaction_commits
 

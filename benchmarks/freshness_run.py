@@ -23,7 +23,7 @@ import yaml
 
 from cdc_assets import emulator
 from cdc_assets.config import load_config
-from cdc_assets.dagster.source import Source, load_source
+from cdc_assets.dagster.sync.source import Source, load_source
 from cdc_assets.process_group import ProcessGroup
 from cdc_assets.spark import connect_server
 from cdc_assets.spark.mirror_store import position_of
@@ -187,7 +187,7 @@ class InProcess:
         from dagster import DagsterInstance
 
         from cdc_assets.dagster.definitions_builder import build_definitions
-        from cdc_assets.dagster.names import sync_job_name
+        from cdc_assets.dagster.sync.names import sync_job_name
 
         self.source = source
         self.defs = build_definitions(load_config(config_path), [source])
@@ -202,7 +202,7 @@ class InProcess:
         return None
 
     def tick(self) -> bool:
-        from cdc_assets.dagster.in_process import sync_step
+        from cdc_assets.dagster.demo.in_process import sync_step
 
         _tick, result = sync_step(self.job, self.instance, self.source)
         if result is None:

@@ -26,11 +26,11 @@ from _common import machine_line
 from dagster import instance_for_test
 
 from cdc_assets import emulator
-from cdc_assets.dagster import change_log_outputs
 from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.in_process import step_seconds, sync_step
-from cdc_assets.dagster.names import sync_job_name
-from cdc_assets.dagster.source import load_source
+from cdc_assets.dagster.demo.in_process import step_seconds, sync_step
+from cdc_assets.dagster.sync import change_log_outputs
+from cdc_assets.dagster.sync.names import sync_job_name
+from cdc_assets.dagster.sync.source import load_source
 
 TARGET_RATIO = 2.0
 

@@ -50,10 +50,10 @@ from dagster import DagsterInstance, instance_for_test
 from cdc_assets import emulator
 from cdc_assets.dagster import sync_sensor
 from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.in_process import evaluate_sensor
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name, sensor_name
-from cdc_assets.dagster.source import Source, load_source
-from cdc_assets.dagster.sync_state import SourceSync
+from cdc_assets.dagster.demo.in_process import evaluate_sensor
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name, sensor_name
+from cdc_assets.dagster.sync.source import Source, load_source
+from cdc_assets.dagster.sync.sync_state import SourceSync
 from cdc_assets.emulator import dbapi as emulator_dbapi
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.records import MirrorPosition

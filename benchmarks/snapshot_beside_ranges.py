@@ -27,9 +27,9 @@ from dagster import DagsterInstance, instance_for_test
 
 from cdc_assets import emulator
 from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.in_process import execute_request, sync_step
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, sync_job_name
-from cdc_assets.dagster.source import load_source
+from cdc_assets.dagster.demo.in_process import execute_request, sync_step
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, sync_job_name
+from cdc_assets.dagster.sync.source import load_source
 from cdc_assets.dagster.sync_sensor import evaluate
 
 TARGET_RATIO = 2.0

@@ -37,9 +37,9 @@ from dagster import instance_for_test
 
 from cdc_assets import emulator
 from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG, step_seconds
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
-from cdc_assets.dagster.source import load_source
+from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG, step_seconds
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
+from cdc_assets.dagster.sync.source import load_source
 from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.sqlserver.snapshot import snapshot_table
 

@@ -84,9 +84,9 @@ def child(spec_path: str) -> int:
     from dagster import instance_for_test
 
     from cdc_assets.dagster.definitions_builder import build_definitions
-    from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG
-    from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
-    from cdc_assets.dagster.source import load_source
+    from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG
+    from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
+    from cdc_assets.dagster.sync.source import load_source
 
     spec = json.loads(Path(spec_path).read_text())
     _counting_load(spec["counts"])
@@ -263,9 +263,9 @@ def _snapshot_seconds(
 
     from cdc_assets.config import parse_config
     from cdc_assets.dagster.definitions_builder import build_definitions
-    from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG
-    from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
-    from cdc_assets.dagster.source import load_source
+    from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG
+    from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
+    from cdc_assets.dagster.sync.source import load_source
 
     config = parse_config(
         {
@@ -305,9 +305,9 @@ def _snapshot_seconds(
 def lock_free(workdir: Path, rows: int, chunk_rows: int, tps: float) -> dict[str, Any]:
     from dagster import instance_for_test
 
-    from cdc_assets.dagster.in_process import execute_request, tick_sensor
+    from cdc_assets.dagster.demo.in_process import execute_request, tick_sensor
     from cdc_assets.dagster.mirror import mirror_lsn
-    from cdc_assets.dagster.names import SNAPSHOT_PARTITION, sync_job_name
+    from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, sync_job_name
     from cdc_assets.spark import sqlserver_source
     from cdc_assets.sqlserver import get_max_lsn
 

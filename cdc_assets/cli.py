@@ -697,7 +697,7 @@ def _cmd_convert(args: argparse.Namespace, out: IO[str]) -> int:
 def _cmd_demo(args: argparse.Namespace, out: IO[str]) -> int:
     if not args.headless:
         raise UsageError("the UI demo starts with `make demo`; use --headless to run it here")
-    from cdc_assets.dagster.headless_demo import run_headless_demo
+    from cdc_assets.dagster.demo.headless_demo import run_headless_demo
 
     # However it ends, it stops as on Ctrl-C (the workload, the capture agent, then Spark's JVM
     # with this process): SIGTERM, SIGHUP (terminal closed), its parent killed, its output gone.

@@ -8,7 +8,7 @@ the demo ends.
 2. the workload with the capture agent (``cdc-assets emulator workload``),
 3. the Spark Connect server the runs attach to (when the config names one),
 4. ``dagster dev`` (webserver, daemon, code server, run workers),
-5. the run-line display (``cdc_assets.dagster.run_lines``), whose lines this process prints.
+5. the run-line display (``cdc_assets.dagster.demo.run_lines``), whose lines this process prints.
 
 Then it watches. Whatever ends the demo, everything is stopped in the order that loses nothing
 (Dagster and its runs first, then Spark, then the source's server and the workload) and the
@@ -350,7 +350,7 @@ class Demo:
         lines = Child(
             "run_lines",
             "run-line display",
-            [str(bin_ / "python"), "-m", "cdc_assets.dagster.run_lines", str(dagster.log)],
+            [str(bin_ / "python"), "-m", "cdc_assets.dagster.demo.run_lines", str(dagster.log)],
             s.logs / "run-lines.log",
             5,
         )

@@ -130,3 +130,25 @@ def test_no_package_imports_a_higher_layer() -> None:
         if _package(dep) in FORBIDDEN.get(_package(module), set())
     ]
     assert upward == []
+
+
+def _dagster_layer(module: str) -> int | None:
+    """0 the machinery (dagster/sync), 1 the definitions (dagster/*.py), 2 the demo tools."""
+    parts = module.split(".")
+    if parts[:2] != ["cdc_assets", "dagster"] or len(parts) < 3:
+        return None
+    return {"sync": 0, "demo": 2}.get(parts[2], 1)
+
+
+def test_dagster_layers_point_down() -> None:
+    graph = _graph()
+    assert "cdc_assets.dagster.sync.chain" in graph["cdc_assets.dagster.mirror"]
+    upward = [
+        f"{module} imports {dep} (line {line})"
+        for module, deps in graph.items()
+        for dep, line in deps.items()
+        if (low := _dagster_layer(module)) is not None
+        and (high := _dagster_layer(dep)) is not None
+        and high > low
+    ]
+    assert upward == []

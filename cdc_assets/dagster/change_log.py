@@ -55,8 +55,6 @@ from cdc_assets.sqlserver.changed_tables import changed_instances, established_i
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import SqlServerError
 
-from .chain import SnapshotInfo, chain_end, effective_range, recent_ranges, retired_through
-from .chain_end_check import as_evaluation, at_chain_end_result
 from .change_log_checks import (
     chain_result,
     change_log_check_specs,
@@ -66,26 +64,28 @@ from .change_log_checks import (
     snapshot_chain_result,
     unavailable_result,
 )
-from .change_log_outputs import (
+from .sync.chain import SnapshotInfo, chain_end, effective_range, recent_ranges, retired_through
+from .sync.chain_end_check import as_evaluation, at_chain_end_result
+from .sync.change_log_outputs import (
     RangeTimes,
     instance_for,
     quiet_range_metadata,
     range_output,
     snapshot_output,
 )
-from .change_log_state import clear_gap, mark_gap, snapshot_info
-from .io_manager import commit, committed, is_source_level, table_error
-from .metadata import asset_tags, table_metadata
-from .names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
-from .partitions import parse_partition
-from .quiet_ranges import quiet_tables, record_quiet
-from .range_order import wait_for_earlier_ranges
-from .snapshot_resume import Progress
-from .source import Source, Table
-from .sync_state import SourceSync
-from .table_failures import cleared, record_failures
-from .table_pool import LogLine, ThreadConnections, collect, run_tables
-from .table_steps import records_quiet_tables, step_name, table_groups
+from .sync.change_log_state import clear_gap, mark_gap, snapshot_info
+from .sync.io_manager import commit, committed, is_source_level, table_error
+from .sync.metadata import asset_tags, table_metadata
+from .sync.names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
+from .sync.partitions import parse_partition
+from .sync.quiet_ranges import quiet_tables, record_quiet
+from .sync.range_order import wait_for_earlier_ranges
+from .sync.snapshot_resume import Progress
+from .sync.source import Source, Table
+from .sync.sync_state import SourceSync
+from .sync.table_failures import cleared, record_failures
+from .sync.table_pool import LogLine, ThreadConnections, collect, run_tables
+from .sync.table_steps import records_quiet_tables, step_name, table_groups
 
 KINDS = {"sqlserver", "spark", "delta"}
 

@@ -23,9 +23,9 @@ from cdc_assets.sqlserver.changes import check_range_available
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import LsnNotAvailable
 
-from .chain import SnapshotInfo
-from .names import CHAIN, COVERAGE
-from .source import Table
+from .sync.chain import SnapshotInfo
+from .sync.names import CHAIN, COVERAGE
+from .sync.source import Table
 
 
 def change_log_check_specs(tables: Sequence[Table]) -> list[AssetCheckSpec]:

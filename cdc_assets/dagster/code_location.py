@@ -34,7 +34,7 @@ from cdc_assets.sqlserver.recorded_catalog import RecordedCatalogError
 
 from .component import SqlServerCdcSource, project_resources
 from .definitions_builder import build_definitions
-from .source import Source
+from .sync.source import Source
 
 #: Where a file-configured location keeps its sources' recorded catalogs (default: see
 #: :func:`state_dir`).

@@ -64,7 +64,7 @@ from cdc_assets.sqlserver.errors import SqlServerError
 from cdc_assets.sqlserver.recorded_catalog import dump_catalog, load_catalog
 
 from .definitions_builder import build_definitions, shared_resources
-from .source import Source, select_tables
+from .sync.source import Source, select_tables
 
 log = logging.getLogger(__name__)
 

@@ -24,14 +24,14 @@ from cdc_assets.spark.session import remote_url, session_options, use_this_pytho
 from .change_log import build_change_logs
 from .examples import build_examples, examples_sensor
 from .health_checks import build_capture_checks
-from .io_manager import SparkDeltaIOManager
 from .maintenance import build_maintenance_job, build_maintenance_schedule
-from .metadata import asset_tags, table_metadata
 from .mirror import build_mirrors
 from .mirror_checks import RECONCILE, build_mirror_checks
-from .names import IO_MANAGER, SOURCE_TAG, group_name, health_job_name, sync_job_name
-from .partitions import source_partitions
-from .source import Source, load_source
+from .sync.io_manager import SparkDeltaIOManager
+from .sync.metadata import asset_tags, table_metadata
+from .sync.names import IO_MANAGER, SOURCE_TAG, group_name, health_job_name, sync_job_name
+from .sync.partitions import source_partitions
+from .sync.source import Source, load_source
 from .sync_sensor import build_sync_sensor
 
 HEALTH_CRON = "*/5 * * * *"

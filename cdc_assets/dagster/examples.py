@@ -24,10 +24,10 @@ from pyspark.sql import functions as F
 
 from cdc_assets.config import ConfigError
 
-from .io_manager import StoredFrame
-from .metadata import COLUMN_LINEAGE, asset_tags, column_lineage
-from .names import IO_MANAGER
-from .source import Source
+from .sync.io_manager import StoredFrame
+from .sync.metadata import COLUMN_LINEAGE, asset_tags, column_lineage
+from .sync.names import IO_MANAGER
+from .sync.source import Source
 
 ORDERS = ("dbo", "orders")
 # The aggregate follows the mirror at most once a minute (each run is a Spark job), and only

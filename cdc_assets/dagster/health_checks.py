@@ -60,7 +60,7 @@ from cdc_assets.sqlserver import CaptureHealth, SqlServerError, capture_health
 from cdc_assets.sqlserver.cdc_admin import start_job_statement, stop_job_statement
 from cdc_assets.sqlserver.errors import SourceUnreachable
 
-from .source import Source, Table
+from .sync.source import Source, Table
 
 CAPTURE_HEALTH = "capture_health"
 

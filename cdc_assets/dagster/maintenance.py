@@ -48,9 +48,9 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventL
 from cdc_assets.config import duration_seconds
 from cdc_assets.spark.table_maintenance import keep_bounded
 
-from .chain import retired_through
 from .examples import EXAMPLES_SENSOR
-from .names import (
+from .sync.chain import retired_through
+from .sync.names import (
     PARTITION_RUN_TAG,
     PARTITION_TAG,
     SNAPSHOT_PARTITION,
@@ -59,9 +59,9 @@ from .names import (
     partitions_name,
     sync_job_name,
 )
-from .partitions import parse_partition
-from .source import Source
-from .sync_state import state_path
+from .sync.partitions import parse_partition
+from .sync.source import Source
+from .sync.sync_state import state_path
 
 SENSOR_NAME_TAG = "dagster/sensor_name"  # on runs a sensor started
 KEEP_NEWEST = 20  # runs of each job never deleted, whatever their age

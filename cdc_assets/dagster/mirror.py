@@ -38,17 +38,17 @@ from cdc_assets.spark.change_log_properties import range_of
 from cdc_assets.spark.commit_metadata import Published
 from cdc_assets.spark.session import use_in_this_thread
 
-from .chain import (
+from .sync.chain import (
     ChainGap,
     RangeReader,
     SnapshotInfo,
     chain_end,
     ranges_covering,
 )
-from .chain_end_check import as_evaluation, at_chain_end_result
-from .change_log_state import snapshot_info, snapshot_progress
-from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
-from .metadata import (
+from .sync.chain_end_check import as_evaluation, at_chain_end_result
+from .sync.change_log_state import snapshot_info, snapshot_progress
+from .sync.io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
+from .sync.metadata import (
     COLUMN_LINEAGE,
     asset_tags,
     column_lineage,
@@ -56,14 +56,14 @@ from .metadata import (
     table_metadata,
     text,
 )
-from .names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
-from .partitions import parse_partition
-from .range_order import wait_for_earlier_ranges
-from .source import Source, Table
-from .sync_state import SourceSync, TableSync, describes, mirror_at, now, with_mirror
-from .table_failures import cleared, record_failures
-from .table_pool import LogLine, collect, run_tables
-from .table_steps import step_name, table_groups
+from .sync.names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
+from .sync.partitions import parse_partition
+from .sync.range_order import wait_for_earlier_ranges
+from .sync.source import Source, Table
+from .sync.sync_state import SourceSync, TableSync, describes, mirror_at, now, with_mirror
+from .sync.table_failures import cleared, record_failures
+from .sync.table_pool import LogLine, collect, run_tables
+from .sync.table_steps import step_name, table_groups
 
 
 def mirror_position(

@@ -38,11 +38,11 @@ from cdc_assets.sqlserver import (
     wait_for_max_lsn,
 )
 
-from .chain import chain_end, recent_ranges
-from .chain_end_check import AT_CHAIN_END, at_chain_end_result
 from .health_checks import START_CAPTURE
 from .mirror import mirror_position
-from .source import Source, Table
+from .sync.chain import chain_end, recent_ranges
+from .sync.chain_end_check import AT_CHAIN_END, at_chain_end_result
+from .sync.source import Source, Table
 
 RECONCILE = "reconcile"
 INSERT, DELETE = 2, 1

@@ -69,7 +69,9 @@ from cdc_assets.sqlserver.changed_tables import changed_instances, established_i
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import SqlServerError
 
-from .chain import (
+from .health_checks import CAPTURE_HEALTH
+from .mirror import mirror_position
+from .sync.chain import (
     PAGE,
     RangeReader,
     SnapshotInfo,
@@ -78,11 +80,9 @@ from .chain import (
     recent_ranges,
     retire,
 )
-from .change_log_state import recorded_gap
-from .health_checks import CAPTURE_HEALTH
-from .io_manager import is_source_level
-from .mirror import mirror_position
-from .names import (
+from .sync.change_log_state import recorded_gap
+from .sync.io_manager import is_source_level
+from .sync.names import (
     CATCH_UP_TAG,
     CHANGE_LOG_CHECKS,
     PARTITION_RUN_TAG,
@@ -95,12 +95,12 @@ from .names import (
     TABLES_TAG,
     sensor_name,
 )
-from .quiet_ranges import REPORT_EVERY_RANGE_UP_TO, quiet_instance
-from .range_order import IN_FLIGHT
-from .sensor_lock import sensor_lock
-from .source import Source, Table
-from .sync_state import SourceSync, now
-from .table_failures import FAILED_TABLES_TAG, seconds_to_wait
+from .sync.quiet_ranges import REPORT_EVERY_RANGE_UP_TO, quiet_instance
+from .sync.range_order import IN_FLIGHT
+from .sync.sensor_lock import sensor_lock
+from .sync.source import Source, Table
+from .sync.sync_state import SourceSync, now
+from .sync.table_failures import FAILED_TABLES_TAG, seconds_to_wait
 
 FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 

@@ -52,11 +52,12 @@ DEFAULT_CONF: dict[str, str] = {
     # VACUUM lists a table's files with this many tasks (default 10000): minutes per table on a
     # few cores for a table of a few files. A cluster with many cores may raise it.
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
-    # The tables of a step run side by side from driver threads (cdc_assets.dagster.table_pool),
-    # and the runs attached to a Spark Connect server share its cores. Spark schedules jobs first
-    # in, first out by default: a range run's 4-task job waited 10 s behind another session's 40
-    # tasks of 0.5 s on local[2] (0.9 s shared), and a small table's MERGE waits behind every
-    # task of a big table's. Fair sharing within the default pool (fair_scheduler.xml).
+    # The tables of a step run side by side from driver threads
+    # (cdc_assets.dagster.sync.table_pool), and the runs attached to a Spark Connect server share
+    # its cores. Spark schedules jobs first in, first out by default: a range run's 4-task job
+    # waited 10 s behind another session's 40 tasks of 0.5 s on local[2] (0.9 s shared), and a small
+    # table's MERGE waits behind every task of a big table's. Fair sharing within the default pool
+    # (fair_scheduler.xml).
     "spark.scheduler.mode": "FAIR",
     "spark.scheduler.allocation.file": str(Path(__file__).with_name("fair_scheduler.xml")),
 }

@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
     from cdc_assets import emulator
     from cdc_assets.config import parse_config
     from cdc_assets.dagster.definitions_builder import build_definitions
-    from cdc_assets.dagster.source import load_source
+    from cdc_assets.dagster.sync.source import load_source
     from cdc_assets.workload import DEMO_TABLES, create_demo_database
     from cdc_assets_tests.dagster.conftest import SOURCE, SyncHarness
 

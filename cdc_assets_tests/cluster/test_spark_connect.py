@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION
 from cdc_assets.lsn import LsnRange
 from cdc_assets_tests.support.spark_connect import ConnectServer, connect_server_for
 

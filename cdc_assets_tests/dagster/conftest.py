@@ -29,15 +29,15 @@ from pyspark.sql import DataFrame, SparkSession
 from cdc_assets import emulator
 from cdc_assets.config import MaintenancePolicy, ProjectConfig, parse_config
 from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.in_process import (
+from cdc_assets.dagster.demo.in_process import (
     QUIET_RUN_CONFIG,
     evaluate_sensor,
     execute_request,
     tick_sensor,
 )
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_position
-from cdc_assets.dagster.names import sync_job_name
-from cdc_assets.dagster.source import Source, Table, load_source
+from cdc_assets.dagster.sync.names import sync_job_name
+from cdc_assets.dagster.sync.source import Source, Table, load_source
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.stored_columns import encode_for_delta

@@ -290,9 +290,9 @@ def main(argv: list[str]) -> int:
 
     from cdc_assets.config import parse_config
     from cdc_assets.dagster.definitions_builder import build_definitions
-    from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG
-    from cdc_assets.dagster.names import sync_job_name
-    from cdc_assets.dagster.source import load_source
+    from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG
+    from cdc_assets.dagster.sync.names import sync_job_name
+    from cdc_assets.dagster.sync.source import load_source
     from cdc_assets.spark.session import build_spark_session
 
     config = parse_config(spec["config"], base_dir=Path(spec["base_dir"]), origin="kill runner")

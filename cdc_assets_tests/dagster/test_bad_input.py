@@ -14,10 +14,15 @@ from pyspark.sql import SparkSession
 from cdc_assets import emulator
 from cdc_assets.config import ConfigError, ProjectConfig, parse_config
 from cdc_assets.dagster import sync_sensor
-from cdc_assets.dagster.chain import range_partitions
 from cdc_assets.dagster.mirror import mirror_lsn
-from cdc_assets.dagster.names import PARTITION_TAG, SNAPSHOT_PARTITION, SOURCE_TAG, partitions_name
-from cdc_assets.dagster.source import load_source
+from cdc_assets.dagster.sync.chain import range_partitions
+from cdc_assets.dagster.sync.names import (
+    PARTITION_TAG,
+    SNAPSHOT_PARTITION,
+    SOURCE_TAG,
+    partitions_name,
+)
+from cdc_assets.dagster.sync.source import load_source
 from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver import CdcNotEnabled, cdc_admin
 from cdc_assets.workload import ColumnDef, TableDef

@@ -35,8 +35,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_assets import emulator
-from cdc_assets.dagster.chain import range_partitions
-from cdc_assets.dagster.names import partitions_name
+from cdc_assets.dagster.sync.chain import range_partitions
+from cdc_assets.dagster.sync.names import partitions_name
 from cdc_assets.lsn import LsnRange
 from cdc_assets.workload import ColumnDef, TableDef
 

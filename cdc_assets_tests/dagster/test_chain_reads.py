@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from dagster import DagsterInstance, instance_for_test
 
-from cdc_assets.dagster.chain import (
+from cdc_assets.dagster.sync.chain import (
     PAGE,
     chain_end,
     recent_ranges,
     retire,
     retired_through,
 )
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION
 from cdc_assets.lsn import Lsn, LsnRange
 
 NAME = "src_lsn"

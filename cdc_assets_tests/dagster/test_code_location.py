@@ -19,7 +19,7 @@ from dagster import AssetKey, DefaultSensorStatus
 from cdc_assets import emulator
 from cdc_assets.config import load_config
 from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.names import (
+from cdc_assets.dagster.sync.names import (
     change_log_key,
     key_part,
     mirror_key,

@@ -31,8 +31,8 @@ from dagster import AssetCheckKey, AssetKey, AssetSelection, DagsterInstance, ma
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG, execute_request, tick_sensor
-from cdc_assets.dagster.names import change_log_key, mirror_key, sensor_name, source_table_key
+from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG, execute_request, tick_sensor
+from cdc_assets.dagster.sync.names import change_log_key, mirror_key, sensor_name, source_table_key
 from cdc_assets.lsn import LsnRange
 from cdc_assets.workload import create_demo_database, small_tables
 from cdc_assets_tests.dagster.conftest import assert_succeeded

@@ -17,10 +17,10 @@ from pyspark.sql import SparkSession
 from cdc_assets import emulator
 from cdc_assets.dagster import change_log, sync_sensor
 from cdc_assets.dagster.mirror import mirror_lsn
-from cdc_assets.dagster.names import RANGE_LANE_TAG, SNAPSHOT_PARTITION
-from cdc_assets.dagster.source import Table
-from cdc_assets.dagster.sync_state import SourceSync
-from cdc_assets.dagster.table_failures import FAILED_TABLES_TAG, pause_after
+from cdc_assets.dagster.sync.names import RANGE_LANE_TAG, SNAPSHOT_PARTITION
+from cdc_assets.dagster.sync.source import Table
+from cdc_assets.dagster.sync.sync_state import SourceSync
+from cdc_assets.dagster.sync.table_failures import FAILED_TABLES_TAG, pause_after
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.workload import TableDef, small_tables

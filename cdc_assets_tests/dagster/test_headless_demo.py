@@ -10,8 +10,8 @@ from dagster import DagsterInstance, RunsFilter
 from dagster._core.instance.ref import InstanceRef
 from pyspark.sql import SparkSession
 
-from cdc_assets.dagster.headless_demo import run_headless_demo
-from cdc_assets.dagster.run_lines import describe_run
+from cdc_assets.dagster.demo.headless_demo import run_headless_demo
+from cdc_assets.dagster.demo.run_lines import describe_run
 
 
 def test_headless_demo_ends_equal(tmp_path: Path, spark: SparkSession) -> None:
@@ -24,7 +24,7 @@ def test_headless_demo_ends_equal(tmp_path: Path, spark: SparkSession) -> None:
     assert runs, f"no range was synced: {lines}"
     assert not any("FAILED" in line for line in lines), lines
 
-    # What `make demo` prints per run (cdc_assets.dagster.run_lines), read back from the
+    # What `make demo` prints per run (cdc_assets.dagster.demo.run_lines), read back from the
     # demo's instance: partition, tables changed, rows, duration, the newest commit.
     with DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "demo/dagster_home"))) as i:
         described = [

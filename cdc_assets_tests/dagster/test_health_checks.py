@@ -17,7 +17,6 @@ from dagster import (
 )
 
 from cdc_assets import emulator
-from cdc_assets.dagster.chain import range_partitions
 from cdc_assets.dagster.health_checks import (
     CAPTURE_HEALTH,
     LAG_WARN_SECONDS,
@@ -25,7 +24,8 @@ from cdc_assets.dagster.health_checks import (
     START_CAPTURE,
     assess,
 )
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name
+from cdc_assets.dagster.sync.chain import range_partitions
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import CaptureHealth, cdc_admin, get_max_lsn
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dagster import AssetCheckKey, DefaultScheduleStatus
 
 from cdc_assets import emulator
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, health_job_name
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, health_job_name
 from cdc_assets.sqlserver import cdc_admin, discover
 
 from .conftest import QUIET, SyncHarness, failure_text

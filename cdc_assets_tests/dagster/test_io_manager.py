@@ -18,8 +18,8 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.dagster.in_process import QUIET_RUN_CONFIG
-from cdc_assets.dagster.io_manager import (
+from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG
+from cdc_assets.dagster.sync.io_manager import (
     CURRENT_LAYOUT,
     DELTA_VERSION,
     LAYOUT,

@@ -44,8 +44,8 @@ from cdc_assets.config import parse_config
 from cdc_assets.dagster import sync_sensor
 from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.mirror import mirror_lsn
-from cdc_assets.dagster.names import PARTITION_TAG, SOURCE_TAG
-from cdc_assets.dagster.source import load_source
+from cdc_assets.dagster.sync.names import PARTITION_TAG, SOURCE_TAG
+from cdc_assets.dagster.sync.source import load_source
 from cdc_assets.lsn import LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.asset_store import AssetStore

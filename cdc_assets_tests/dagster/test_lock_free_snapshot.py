@@ -27,7 +27,7 @@ from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
 from cdc_assets.dagster.mirror import mirror_lsn
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import snapshot_chunks
 from cdc_assets.sqlserver import get_max_lsn, read_changes

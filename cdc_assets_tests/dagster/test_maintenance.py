@@ -10,9 +10,9 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventL
 from pyspark.sql import SparkSession
 
 from cdc_assets.config import MaintenancePolicy, parse_config
-from cdc_assets.dagster.chain import range_partitions, retired_through
-from cdc_assets.dagster.in_process import execute_request
-from cdc_assets.dagster.names import (
+from cdc_assets.dagster.demo.in_process import execute_request
+from cdc_assets.dagster.sync.chain import range_partitions, retired_through
+from cdc_assets.dagster.sync.names import (
     SNAPSHOT_PARTITION,
     maintenance_job_name,
     partitions_name,

@@ -17,7 +17,7 @@ import pytest
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION
 from cdc_assets_tests.support.net import free_port
 
 from .conftest import make_harness

@@ -12,8 +12,8 @@ from dagster import RunRequest
 
 from cdc_assets.dagster import change_log, sync_sensor
 from cdc_assets.dagster.mirror import mirror_lsn
-from cdc_assets.dagster.names import CATCH_UP_TAG
-from cdc_assets.dagster.source import Table
+from cdc_assets.dagster.sync.names import CATCH_UP_TAG
+from cdc_assets.dagster.sync.source import Table
 from cdc_assets.lsn import LsnRange
 
 from .conftest import SyncHarness, failure_text

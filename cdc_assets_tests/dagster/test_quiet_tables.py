@@ -12,12 +12,12 @@ from dagster import AssetCheckKey, DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.dagster import change_log_outputs
-from cdc_assets.dagster.chain_end_check import AT_CHAIN_END
 from cdc_assets.dagster.health_checks import CAPTURE_HEALTH
 from cdc_assets.dagster.mirror import mirror_lsn
-from cdc_assets.dagster.names import CHAIN, COVERAGE
-from cdc_assets.dagster.sync_state import SourceSync
+from cdc_assets.dagster.sync import change_log_outputs
+from cdc_assets.dagster.sync.chain_end_check import AT_CHAIN_END
+from cdc_assets.dagster.sync.names import CHAIN, COVERAGE
+from cdc_assets.dagster.sync.sync_state import SourceSync
 from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.workload import DEMO_TABLES

@@ -11,7 +11,7 @@ import pytest
 from dagster import DagsterRunStatus, ExecuteInProcessResult, RunRequest
 
 from cdc_assets.dagster import mirror
-from cdc_assets.dagster.names import RANGE_LANE_TAG, SNAPSHOT_PARTITION
+from cdc_assets.dagster.sync.names import RANGE_LANE_TAG, SNAPSHOT_PARTITION
 from cdc_assets.lsn import LsnRange
 
 from .conftest import SyncHarness, assert_succeeded, hold

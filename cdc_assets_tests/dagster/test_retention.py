@@ -10,8 +10,8 @@ import pytest
 from dagster import DagsterInstance, RunRequest
 from pyspark.sql import SparkSession
 
-from cdc_assets.dagster.chain import range_partitions, retired_through
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name
+from cdc_assets.dagster.sync.chain import range_partitions, retired_through
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.workload import DEMO_TABLES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cdc_assets.dagster.run_lines import _log_lines
+from cdc_assets.dagster.demo.run_lines import _log_lines
 
 RUN_ID = "02b21eb7-62f8-4b1c-93e1-17b74f73e465"
 

@@ -28,9 +28,13 @@ from cdc_assets import emulator
 from cdc_assets.config import parse_config
 from cdc_assets.dagster import sync_sensor
 from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.in_process import apply_partition_requests, evaluate_sensor, execute_request
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, sync_job_name
-from cdc_assets.dagster.source import Source, select_tables
+from cdc_assets.dagster.demo.in_process import (
+    apply_partition_requests,
+    evaluate_sensor,
+    execute_request,
+)
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, sync_job_name
+from cdc_assets.dagster.sync.source import Source, select_tables
 from cdc_assets.sqlserver import discover
 from cdc_assets.workload import create_demo_database
 from cdc_assets_tests.support.fake_tds import (

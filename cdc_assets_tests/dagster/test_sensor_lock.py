@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from dagster import DagsterInstance, instance_for_test
 
-from cdc_assets.dagster import sensor_lock as lock_module
-from cdc_assets.dagster.sensor_lock import lock_name, sensor_lock
+from cdc_assets.dagster.sync import sensor_lock as lock_module
+from cdc_assets.dagster.sync.sensor_lock import lock_name, sensor_lock
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 from dagster import RunRequest
 
 from cdc_assets.dagster import sync_sensor
-from cdc_assets.dagster.chain import range_partitions
-from cdc_assets.dagster.names import partitions_name
+from cdc_assets.dagster.sync.chain import range_partitions
+from cdc_assets.dagster.sync.names import partitions_name
 from cdc_assets.lsn import Lsn
 
 from .conftest import SOURCE, SyncHarness, failure_text

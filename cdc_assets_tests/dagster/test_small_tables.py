@@ -16,7 +16,7 @@ from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.dagster.source import Table
+from cdc_assets.dagster.sync.source import Table
 from cdc_assets.spark import mirror_store
 from cdc_assets.workload import small_tables
 from cdc_assets_tests.support.outside_spark import read_with_duckdb

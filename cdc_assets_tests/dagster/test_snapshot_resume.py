@@ -23,11 +23,11 @@ from dagster import DagsterInstance, DagsterRunStatus, Failure, RunRequest, inst
 from pyspark.sql import SparkSession
 
 from cdc_assets.dagster import mirror, sync_sensor
-from cdc_assets.dagster.change_log_state import snapshot_info
-from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, SOURCE_TAG
-from cdc_assets.dagster.run_lines import progress_lines
-from cdc_assets.dagster.snapshot_resume import resume_decision
-from cdc_assets.dagster.sync_state import SourceSync
+from cdc_assets.dagster.demo.run_lines import progress_lines
+from cdc_assets.dagster.sync.change_log_state import snapshot_info
+from cdc_assets.dagster.sync.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, SOURCE_TAG
+from cdc_assets.dagster.sync.snapshot_resume import resume_decision
+from cdc_assets.dagster.sync.sync_state import SourceSync
 from cdc_assets.emulator import faults
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import snapshot_chunks, sqlserver_source

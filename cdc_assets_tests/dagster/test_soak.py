@@ -23,8 +23,8 @@ from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets.dagster import sync_sensor
-from cdc_assets.dagster.chain import range_partitions
-from cdc_assets.dagster.names import partitions_name
+from cdc_assets.dagster.sync.chain import range_partitions
+from cdc_assets.dagster.sync.names import partitions_name
 from cdc_assets.emulator import faults
 
 from .conftest import SOURCE, SyncHarness, make_harness

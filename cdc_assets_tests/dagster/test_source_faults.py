@@ -16,10 +16,10 @@ import pytest
 from dagster import DagsterEventType, ExecuteInProcessResult
 
 from cdc_assets.dagster import sync_sensor
-from cdc_assets.dagster.chain import range_partitions
 from cdc_assets.dagster.mirror import mirror_lsn
-from cdc_assets.dagster.names import SNAPSHOT_PARTITION, partitions_name
-from cdc_assets.dagster.source import Table
+from cdc_assets.dagster.sync.chain import range_partitions
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name
+from cdc_assets.dagster.sync.source import Table
 from cdc_assets.emulator import faults
 from cdc_assets.lsn import Lsn
 from cdc_assets.sqlserver.quoting import quote_table

@@ -22,11 +22,11 @@ from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
 from cdc_assets.dagster import mirror_checks
-from cdc_assets.dagster.chain import range_partitions
-from cdc_assets.dagster.metadata import OPERATION_NAMES
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_position, mirror_state
-from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
-from cdc_assets.dagster.source import Table
+from cdc_assets.dagster.sync.chain import range_partitions
+from cdc_assets.dagster.sync.metadata import OPERATION_NAMES
+from cdc_assets.dagster.sync.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
+from cdc_assets.dagster.sync.source import Table
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import cdc_admin, discover, get_max_lsn, get_min_lsn, plan_next_range

@@ -16,7 +16,7 @@ from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.dagster.sync_state import SourceSync
+from cdc_assets.dagster.sync.sync_state import SourceSync
 from cdc_assets.lsn import LsnRange
 from cdc_assets.workload import small_tables
 

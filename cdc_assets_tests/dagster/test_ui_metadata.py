@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from cdc_assets.config import ConfigError, parse_config
 from cdc_assets.dagster.examples import DAILY_ORDERS_LINEAGE, daily_orders_key
-from cdc_assets.dagster.names import SOURCE_TAG
+from cdc_assets.dagster.sync.names import SOURCE_TAG
 from cdc_assets.workload import DEMO_TABLES
 
 from .conftest import QUIET, SyncHarness, make_harness

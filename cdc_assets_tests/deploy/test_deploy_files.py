@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from cdc_assets.config import ProjectConfig, load_config
-from cdc_assets.dagster.names import RANGE_LANE_TAG
+from cdc_assets.dagster.sync.names import RANGE_LANE_TAG
 from cdc_assets.sqlserver import OdbcSettings
 
 REPO = Path(__file__).resolve().parents[2]

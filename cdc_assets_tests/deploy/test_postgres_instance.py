@@ -39,7 +39,7 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
 from pyspark.sql import SparkSession
 
 from cdc_assets.config import CONFIG_ENV
-from cdc_assets.dagster.names import RANGE_LANE_TAG, SOURCE_TAG, partitions_name, sync_job_name
+from cdc_assets.dagster.sync.names import RANGE_LANE_TAG, SOURCE_TAG, partitions_name, sync_job_name
 from cdc_assets_tests.dagster.conftest import SOURCE, SyncHarness, make_harness
 from cdc_assets_tests.support.net import free_port
 

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from cdc_assets.config import parse_config
 from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.source import load_source
+from cdc_assets.dagster.sync.source import load_source
 from cdc_assets.lsn import LsnRange
 from cdc_assets.spark.asset_store import NotPublished
 from cdc_assets.sqlserver import cdc_admin

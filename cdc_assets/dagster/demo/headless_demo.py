@@ -26,11 +26,11 @@ from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import get_max_lsn, last_transaction_lsn
 from cdc_assets.workload import Workload, create_demo_database
 
-from .definitions_builder import build_definitions
+from ..definitions_builder import build_definitions
+from ..mirror import mirror_lsn
+from ..sync.names import SNAPSHOT_PARTITION, sync_job_name
+from ..sync.source import Source, load_source
 from .in_process import step_seconds, sync_step
-from .mirror import mirror_lsn
-from .names import SNAPSHOT_PARTITION, sync_job_name
-from .source import Source, load_source
 
 Say = Callable[[str], None]
 SOURCE = "demo"

@@ -1,12 +1,12 @@
 """One line per finished sync run: what ``make demo``'s terminal shows instead of Dagster's log.
 
-``python -m cdc_assets.dagster.run_lines LOG`` follows the instance ``$DAGSTER_HOME`` and prints,
-for every run that ends, its partition, the tables it changed, the rows, how long it took and the
-lag of the newest commit it carried; a failed run or a failed check as one ``FAILED``/``check``
-line with Dagster's message. While a run takes a big table's snapshot, each batch of chunks it
-commits gives a progress line (rows done of the rows expected, chunks, rows/s, time left: the
-run's observations of the change log's ``snapshot`` partition). It also follows the log file
-``LOG`` (where ``dagster dev`` writes) and repeats its warnings and errors, one line each.
+``python -m cdc_assets.dagster.demo.run_lines LOG`` follows the instance ``$DAGSTER_HOME`` and
+prints, for every run that ends, its partition, the tables it changed, the rows, how long it took
+and the lag of the newest commit it carried; a failed run or a failed check as one
+``FAILED``/``check`` line with Dagster's message. While a run takes a big table's snapshot, each
+batch of chunks it commits gives a progress line (rows done of the rows expected, chunks, rows/s,
+time left: the run's observations of the change log's ``snapshot`` partition). It also follows the
+log file ``LOG`` (where ``dagster dev`` writes) and repeats its warnings and errors, one line each.
 SIGINT or SIGTERM ends it quietly.
 """
 
@@ -23,7 +23,7 @@ from typing import IO
 
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
-from .names import PARTITION_TAG, TABLES_TAG
+from ..sync.names import PARTITION_TAG, TABLES_TAG
 
 FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 # Dagster's log lines: "<time> - <logger> - <LEVEL> - <message>" (colour codes stripped).
@@ -243,7 +243,7 @@ def follow(log: Path, out: IO[str], interval: float = 2.0) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        sys.stderr.write("usage: python -m cdc_assets.dagster.run_lines LOG\n")
+        sys.stderr.write("usage: python -m cdc_assets.dagster.demo.run_lines LOG\n")
         return 2
     follow(Path(args[0]), sys.stdout)
     return 0

@@ -22,9 +22,9 @@ from dagster import (
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 
-from .names import sensor_name
-from .source import Source
-from .sync_sensor import Tick, evaluate
+from ..sync.names import sensor_name
+from ..sync.source import Source
+from ..sync_sensor import Tick, evaluate
 
 # The runs' events go to the instance; the console shows errors only.
 QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}

@@ -1,0 +1,1 @@
+"""The demo's tools: a headless run of the sync, an in-process instance, the run-line display."""
