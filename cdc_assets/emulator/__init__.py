@@ -8,9 +8,12 @@ No Dagster and no Spark here.
 Modules, bottom up (each imports only from the rows above it; ``test_layers.py`` checks there is
 no import circle):
 
-- ``errors``, ``types`` (SQL Server types and their SQLite storage), ``storage`` (the file
-  layout), ``catalog`` (tables and capture instances, refreshed incrementally), ``transaction_log``
-  (the triggers that log changes), ``functions`` (SQLite text of the CDC functions);
+- ``errors``, ``types`` (SQL Server types and their SQLite storage), ``system_objects`` (the
+  system tables and views, typed), ``storage`` (the file layout), ``system_views`` (the views'
+  SQL), ``constraint_rows`` (the rows behind ``sys.key_constraints``, ``sys.indexes``),
+  ``bootstrap`` (the layout made in a new file, brought up to date in an older one), ``catalog``
+  (tables and capture instances, refreshed incrementally), ``transaction_log`` (the triggers that
+  log changes), ``functions`` (SQLite text of the CDC functions);
 - ``plan`` (what a statement translates to, what it returns), ``statements`` (parses a statement
   and dispatches it to the planner registered for its kind);
 - the translator: ``scope``, ``type_rules``, ``source_text`` (the user's T-SQL in error

@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import storage, transaction_log, udfs
+from . import bootstrap, storage, transaction_log, udfs
 from . import types as T
 from .sqlite_db import open_sqlite, register_stubs
 from .storage import quote
@@ -416,7 +416,7 @@ def open_db(path: str | Path, timeout: float = 30.0) -> sqlite3.Connection:
     """A connection for the capture and cleanup jobs (what :class:`CaptureAgent` keeps open)."""
     db = open_sqlite(str(path), timeout)
     register_stubs(db)
-    storage.bootstrap(db)
+    bootstrap.bootstrap(db)
     return db
 
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from . import errors
-from .storage import SYSTEM_BY_NAME, SystemObject
+from .system_objects import SYSTEM_BY_NAME, SystemObject
 from .types import SqlType, parse_type_text
 
 

@@ -32,7 +32,8 @@ from .catalog import Catalog, EmulatedTable, system_table
 from .constraint_views import table_constraints, table_indexes
 from .plan import Result, ResultColumn, StatementContext
 from .procedures import _MISSING, PROCEDURES, Procedure
-from .storage import SYSTEM_OBJECTS, quote
+from .storage import quote
+from .system_objects import SYSTEM_OBJECTS
 
 SYSNAME = T.SYSNAME
 SMALLINT = T.SMALLINT

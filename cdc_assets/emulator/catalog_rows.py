@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from . import storage
 from . import types as T
 from .catalog import CaptureInstance
-from .storage import add_constraint, quote, record_change_table_index, record_primary_key
+from .constraint_rows import add_constraint, record_change_table_index, record_primary_key
+from .storage import quote
 from .types import SqlType
 
 
@@ -56,7 +57,7 @@ def insert_change_table(
 ) -> None:
     """Record a change table ``cdc.<capture_instance>_CT`` and its ``(name, type, nullable)``
     columns, with the unique clustered index SQL Server gives it,
-    ``<capture_instance>_CT_clustered_idx`` (:data:`.storage.CHANGE_TABLE_INDEX_KEYS`)."""
+    ``<capture_instance>_CT_clustered_idx`` (:data:`.constraint_rows.CHANGE_TABLE_INDEX_KEYS`)."""
     insert_table(
         db,
         oid,

@@ -38,9 +38,10 @@ from .catalog_rows import (
     insert_table,
     record_default,
 )
+from .constraint_rows import record_index
 from .plan import Plan, StatementContext
 from .source_text import quoted, user_text
-from .storage import quote, record_index
+from .storage import quote
 from .translate import Translator
 from .types import SqlType
 

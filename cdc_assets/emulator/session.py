@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import batch, catalog, errors, statements, storage, transaction_log, udfs
+from . import batch, bootstrap, catalog, errors, statements, storage, transaction_log, udfs
 from . import catalog_procedures as _catalog_procedures  # noqa: F401  (sp_tables, sp_columns...)
 from . import ddl as _ddl  # noqa: F401  (registers its statements with .statements)
 from . import dml as _dml  # noqa: F401  (registers its statements with .statements)
@@ -90,7 +90,7 @@ class Session:
         self.last_commit_lsn: int | None = None
         self.variables: BatchVariables | None = None  # while a batch runs
         self._register_functions()
-        storage.bootstrap(self.db)
+        bootstrap.bootstrap(self.db)
 
     # ------------------------------------------------------------------------------------------
     # SQLite functions bound to this session

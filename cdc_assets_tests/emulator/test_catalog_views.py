@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator import Connection, storage
+from cdc_assets.emulator import Connection, system_views
 from cdc_assets_tests.emulator.conftest import ORDERS_DDL, enable_cdc
 
 _OBJECT = (
@@ -418,7 +418,7 @@ def test_a_change_table_made_before_its_index_was_kept_gets_it(db_path: Path) ->
         )
         conn.close()
     raw = sqlite3.connect(db_path)
-    assert not storage._stale_views(
+    assert not system_views.stale_views(
         dict(raw.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view'"))
     )
     raw.close()
