@@ -31,7 +31,7 @@ from . import types as T
 from .catalog import Catalog, EmulatedTable, system_table
 from .constraint_views import table_constraints, table_indexes
 from .plan import Result, ResultColumn, StatementContext
-from .procedures import _MISSING, PROCEDURES, Procedure
+from .procedures import MISSING, PROCEDURES, Procedure
 from .storage import quote
 from .system_objects import SYSTEM_OBJECTS
 
@@ -46,8 +46,8 @@ def _result(columns: Sequence[tuple[str, T.SqlType]], rows: list[tuple[Any, ...]
 
 
 def _arg(args: dict[str, Any], key: str, default: Any = None) -> Any:
-    value = args.get(key, _MISSING)
-    return default if value is _MISSING else value
+    value = args.get(key, MISSING)
+    return default if value is MISSING else value
 
 
 # -- name matching --------------------------------------------------------------------------------

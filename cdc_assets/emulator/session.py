@@ -38,6 +38,9 @@ from typing import Any
 
 from . import batch, bootstrap, catalog, errors, statements, storage, transaction_log, udfs
 from . import catalog_procedures as _catalog_procedures  # noqa: F401  (sp_tables, sp_columns...)
+from . import cdc_help_procedures as _cdc_help_procedures  # noqa: F401  (sp_cdc_help_* ...)
+from . import cdc_job_procedures as _cdc_job_procedures  # noqa: F401  (sp_cdc_start_job ...)
+from . import cdc_procedures as _cdc_procedures  # noqa: F401  (sp_cdc_enable_db ...)
 from . import ddl as _ddl  # noqa: F401  (registers its statements with .statements)
 from . import dml as _dml  # noqa: F401  (registers its statements with .statements)
 from . import help_procedures as _help_procedures  # noqa: F401  (sp_help ... in PROCEDURES)
