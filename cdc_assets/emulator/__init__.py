@@ -24,7 +24,8 @@ no import circle):
   ``cdc_procedures`` (``sp_cdc_enable_db``, ``sp_cdc_enable_table`` ...), ``cdc_job_procedures``
   (the agent's jobs, scan, cleanup), ``cdc_help_procedures`` (``sp_cdc_help_*``,
   ``sp_cdc_get_*``), ``help_procedures`` (``sp_help`` ...), ``catalog_procedures``;
-- ``session`` (transactions, LSNs, execution), ``dbapi`` (the pyodbc-like API a wire server or a
+- ``session_functions`` (the SQLite functions bound to a session), ``session_transactions``
+  (transactions, LSNs), ``session`` (execution), ``dbapi`` (the pyodbc-like API a wire server or a
   test uses), ``connection_factory`` (the settings of a source configured with ``emulator:``).
 
 The demo tables and the workload that drives them are in :mod:`cdc_assets.workload` (plain

@@ -1,9 +1,24 @@
-"""The state of a session's open T-SQL transaction (see :mod:`.session` for the semantics)."""
+"""The state of a session's open T-SQL transaction and its isolation levels (see :mod:`.session`
+for the semantics)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import uuid
 from dataclasses import dataclass, field
+
+BUSY_SNAPSHOT = 517
+READ_COMMITTED = "READ COMMITTED"
+SNAPSHOT = "SNAPSHOT"
+# REPEATABLE READ and SERIALIZABLE: the transaction takes the database's write lock at its first
+# statement and holds it to its end, so nothing it read changes and nothing appears in a range it
+# read until it ends (SQL Server locks only the rows and key ranges read; here every other writer
+# waits, readers do not). READ UNCOMMITTED reads committed data (a stronger guarantee).
+LOCKING_LEVELS = ("REPEATABLE READ", "SERIALIZABLE")
+
+# the transaction ids of sys.dm_tran_* (a statement outside a transaction gets one too)
+TRAN_IDS = itertools.count(1_000_000 + (uuid.uuid4().int % 1_000_000) * 1000)
 
 
 @dataclass
