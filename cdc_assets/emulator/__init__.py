@@ -8,7 +8,8 @@ No Dagster and no Spark here.
 Modules, bottom up (each imports only from the rows above it; ``test_layers.py`` checks there is
 no import circle):
 
-- ``errors``, ``types`` (SQL Server types and their SQLite storage), ``system_objects`` (the
+- ``errors``, ``sqlite_values`` (values in their SQLite storage forms), ``types`` (SQL Server
+  types and their SQLite storage), ``type_parsing``, ``untyped_values``, ``system_objects`` (the
   system tables and views, typed), ``storage`` (the file layout), ``system_views`` (the views'
   SQL), ``constraint_rows`` (the rows behind ``sys.key_constraints``, ``sys.indexes``),
   ``bootstrap`` (the layout made in a new file, brought up to date in an older one), ``catalog``

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from . import errors
 from .system_objects import SYSTEM_BY_NAME, SystemObject
-from .types import SqlType, parse_type_text
+from .type_parsing import parse_type_text
+from .types import SqlType
 
 
 @dataclass(frozen=True)

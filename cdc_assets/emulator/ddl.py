@@ -43,6 +43,7 @@ from .plan import Plan, StatementContext
 from .source_text import quoted, user_text
 from .storage import quote
 from .translate import Translator
+from .type_parsing import parse_type_text
 from .types import SqlType
 
 
@@ -102,8 +103,8 @@ def _column_type(node: exp.ColumnDef, text: str) -> SqlType:
         kind = node.args.get("kind")
         if kind is None:
             raise errors.not_supported(f"the column definition {quoted(node, text)}")
-        return T.parse_type_text(kind.sql("tsql"))[0]
-    return T.parse_type_text(text, meta["end"] + 1)[0]
+        return parse_type_text(kind.sql("tsql"))[0]
+    return parse_type_text(text, meta["end"] + 1)[0]
 
 
 def _default_sql(tr: Translator, value: exp.Expression, column_type: SqlType) -> str:

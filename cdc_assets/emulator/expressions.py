@@ -18,8 +18,10 @@ from . import errors
 from . import types as T
 from .scope import Scope
 from .translator_core import TranslatorCore, ident
+from .type_parsing import parse_type_text
 from .type_rules import Want, compare_encoder, decimal_literal_type, family, literal_node
 from .types import SqlType
+from .untyped_values import adapt_untyped
 
 _PASSTHROUGH = (
     exp.Upper,
@@ -133,7 +135,7 @@ class ExpressionTranslation(TranslatorCore):
         target = want.type
         if not want.assign and target.is_numeric and isinstance(literal, (int, float, Decimal)):
             return literal_node(literal), natural
-        encoder = target.encoder if want.assign else (compare_encoder(target) or T.adapt_untyped)
+        encoder = target.encoder if want.assign else (compare_encoder(target) or adapt_untyped)
         return literal_node(encoder(literal)), target
 
     def literal_value(self, node: exp.Expression) -> tuple[Any, SqlType | None]:
@@ -528,7 +530,7 @@ class ExpressionTranslation(TranslatorCore):
     def cast_type(self, to: exp.Expression) -> SqlType:
         text = to.sql("tsql") if isinstance(to, exp.DataType) else str(to)
         text = text.replace("VARCHAR(MAX)", "varchar(max)")
-        sql_type, _ = T.parse_type_text(text)
+        sql_type, _ = parse_type_text(text)
         return sql_type
 
     def _window(self, node: exp.Window, scope: Scope) -> tuple[exp.Expression, SqlType | None]:

@@ -56,6 +56,7 @@ from .session_transactions import TransactionControl
 from .sqlite_db import give_sqlite, take_sqlite
 from .transaction import BUSY_SNAPSHOT, LOCKING_LEVELS, READ_COMMITTED, SNAPSHOT, Transaction
 from .translate import Translator
+from .untyped_values import adapt_untyped
 from .variables import BatchVariables
 
 _PLAN_CACHE: OrderedDict[tuple[str, int, str, str, str], Plan] = OrderedDict()
@@ -270,7 +271,7 @@ class Session(TransactionControl, SessionFunctions):
         return plan.payload(self, params)
 
     def bind(self, slots: tuple[Slot, ...], params: Sequence[Any]) -> list[Any]:
-        adapt = T.adapt_untyped
+        adapt = adapt_untyped
         return [
             slot.encoder(params[slot.param]) if slot.encoder else adapt(params[slot.param])
             for slot in slots

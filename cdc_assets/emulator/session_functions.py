@@ -15,7 +15,9 @@ from . import errors, storage, udfs
 from . import types as T
 from .functions import ALL_OPTIONS, NET_OPTIONS
 from .session_views import ISOLATION_CODES
+from .sqlite_values import encode_lsn_numeric
 from .transaction import SNAPSHOT, TRAN_IDS, Transaction
+from .type_parsing import parse_type_text
 
 
 class SessionFunctions:
@@ -94,12 +96,12 @@ class SessionFunctions:
     def _fn_begin_lsn(self) -> str | None:
         if self.tx is None or self.tx.begin_lsn is None:
             return None
-        return T.encode_lsn_numeric(udfs.lsn_numeric(self.tx.begin_lsn))
+        return encode_lsn_numeric(udfs.lsn_numeric(self.tx.begin_lsn))
 
     def _fn_savepoint_lsn(self) -> str | None:
         if self.tx is None or self.tx.savepoint_lsn is None:
             return None
-        return T.encode_lsn_numeric(udfs.lsn_numeric(self.tx.savepoint_lsn))
+        return encode_lsn_numeric(udfs.lsn_numeric(self.tx.savepoint_lsn))
 
     def _fn_table_rows(self, physical: str) -> int:
         """``sys.partitions.rows`` of a table: its rows as this session sees them."""
@@ -110,7 +112,7 @@ class SessionFunctions:
         return int(count)
 
     def _fn_now(self, clock: str, type_sql: str) -> Any:
-        sql_type, _ = T.parse_type_text(type_sql)
+        sql_type, _ = parse_type_text(type_sql)
         if clock == "utc":
             moment: dt.datetime = dt.datetime.now(dt.UTC).replace(tzinfo=None)
         elif clock == "offset":

@@ -8,12 +8,12 @@ import threading
 from typing import Any
 
 from . import errors, offset_functions, udfs
-from . import types as T
+from .sqlite_values import register_converters
 
 
 def open_sqlite(path: str, timeout: float) -> sqlite3.Connection:
     """A SQLite connection configured for the emulator (WAL, converters, pure functions)."""
-    T.register_converters()
+    register_converters()
     db = sqlite3.connect(
         path,
         timeout=timeout,

@@ -9,8 +9,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from . import types as T
 from .types import SqlType
+from .untyped_values import adapt_untyped
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def compare_encoder(t: SqlType) -> Callable[[Any], Any] | None:
         def pad(value: Any) -> Any:
             if isinstance(value, str) and len(value) < width:
                 return value.ljust(width)
-            return T.adapt_untyped(value)
+            return adapt_untyped(value)
 
         return pad
     if t.name == "binary" and t.length and t.length > 0:
@@ -61,7 +61,7 @@ def compare_encoder(t: SqlType) -> Callable[[Any], Any] | None:
         def pad_bytes(value: Any) -> Any:
             if isinstance(value, (bytes, bytearray, memoryview)) and len(value) < size:
                 return bytes(value) + bytes(size - len(value))
-            return T.adapt_untyped(value)
+            return adapt_untyped(value)
 
         return pad_bytes
     if t.is_string or t.is_binary:

@@ -29,29 +29,47 @@ datetimeoffset(n)             TEXT, UTC instant then `` +HH:MM`` offset    aware
 ============================  ===========================================  =====================
 
 The declared SQLite type of a column starts with a converter name (``EMU_...``) for the types that
-need one; :func:`register_converters` registers them with :mod:`sqlite3`, and the emulator opens
-SQLite with ``PARSE_DECLTYPES | PARSE_COLNAMES``, so conversion runs inside sqlite3's C fetch loop
-and the plain types (int, float, str, bytes) pay nothing.
+need one; :func:`.sqlite_values.register_converters` registers them with :mod:`sqlite3`, and the
+emulator opens SQLite with ``PARSE_DECLTYPES | PARSE_COLNAMES``, so conversion runs inside
+sqlite3's C fetch loop and the plain types (int, float, str, bytes) pay nothing.
+
+Here: :class:`SqlType` and the encoders that need a type's parameters (length, precision, scale).
+The storage forms every type shares (converters, date/time text, the encoders of types without
+parameters) are in :mod:`.sqlite_values`; T-SQL type names are parsed in :mod:`.type_parsing`;
+values without a column type are bound by :mod:`.untyped_values`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 import sqlite3
-import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
 from . import errors
+from .sqlite_values import (
+    DECIMAL_CONTEXT,
+    as_datetime,
+    bit_encode,
+    date_encode,
+    datetime_encode,
+    float_encode,
+    format_datetime,
+    guid_encode,
+    parse_datetime_text,
+    plain_string_encode,
+    real_encode,
+    round_fraction,
+    smalldatetime_encode,
+    sort_decimal_text,
+    to_decimal,
+)
 
-DECIMAL_CONTEXT = Context(prec=80, rounding=ROUND_HALF_UP)
 REAL_DECIMAL_MAX_PRECISION = 15
-SHORT_DECIMAL_MAX = 15
 
 Encoder = Callable[[Any], Any]
 
@@ -103,24 +121,6 @@ _STRING_TYPES = {"char", "varchar", "nchar", "nvarchar", "text", "ntext", "xml",
 _BINARY_TYPES = {"binary", "varbinary", "image"}
 _DECIMAL_TYPES = {"decimal", "numeric", "money", "smallmoney"}
 _DATETIME_TYPES = {"datetime", "datetime2", "smalldatetime"}
-_UNSUPPORTED = {
-    "sql_variant": "the sql_variant data type",
-    "timestamp": "rowversion/timestamp columns",
-    "rowversion": "rowversion/timestamp columns",
-    "geography": "the geography data type",
-    "geometry": "the geometry data type",
-    "hierarchyid": "the hierarchyid data type",
-    "cursor": "cursor variables",
-    "table": "table variables",
-}
-_ALIASES = {
-    "integer": "int",
-    "dec": "decimal",
-    "double precision": "float",
-    "character": "char",
-    "national character varying": "nvarchar",
-    "rowversion": "timestamp",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,86 +279,6 @@ class SqlType:
         return True
 
 
-# -- parsing ------------------------------------------------------------------------------------
-
-_TYPE_TEXT_RE = re.compile(
-    r"\s*(?:\[(?P<b>[^\]]+)\]|(?P<w>[A-Za-z_][A-Za-z0-9_]*(?:\s+precision)?))"
-    r"(?:\s*\(\s*(?P<args>[^)]*)\))?",
-    re.IGNORECASE,
-)
-
-
-@lru_cache(maxsize=4096)
-def parse_type_text(text: str, pos: int = 0) -> tuple[SqlType, int]:
-    """Parse a T-SQL type name at ``text[pos:]``; returns the type and the end position."""
-    match = _TYPE_TEXT_RE.match(text, pos)
-    if not match:
-        raise errors.not_supported(f"the column type at {text[pos : pos + 30]!r}")
-    name = (match.group("b") or match.group("w")).strip()
-    if "." in name:
-        name = name.split(".")[-1].strip("[]")
-    args_text = match.group("args")
-    args = [a.strip() for a in args_text.split(",")] if args_text is not None else []
-    return make_type(name, args), match.end()
-
-
-def make_type(name: str, args: list[str] | None = None) -> SqlType:
-    """Build a :class:`SqlType` from a T-SQL type name and its arguments (as text)."""
-    args = args or []
-    lname = re.sub(r"\s+", " ", name.strip().lower())
-    lname = _ALIASES.get(lname, lname)
-    if lname in _UNSUPPORTED or lname == "timestamp":
-        raise errors.not_supported(_UNSUPPORTED.get(lname, f"the {lname} data type"))
-    if lname not in SYS_TYPES:
-        raise errors.server_error(
-            2715, f"Column, parameter, or variable #1: Cannot find data type {name}."
-        )
-
-    def num(i: int, default: int) -> int:
-        if len(args) <= i or args[i] == "":
-            return default
-        try:
-            return int(args[i])
-        except ValueError:
-            raise errors.not_supported(f"type argument {args[i]!r} of {name}") from None
-
-    if lname in ("decimal", "numeric"):
-        p = num(0, 18)
-        s = num(1, 0)
-        if not (1 <= p <= 38 and 0 <= s <= p):
-            raise errors.server_error(
-                2750,
-                f"Column or parameter #1: Specified column precision {p} is greater than the "
-                "maximum precision of 38.",
-            )
-        return SqlType(lname, precision=p, scale=s)
-    if lname == "money":
-        return SqlType("money", precision=19, scale=4)
-    if lname == "smallmoney":
-        return SqlType("smallmoney", precision=10, scale=4)
-    if lname == "float":
-        n = num(0, 53)
-        return SqlType("real") if n <= 24 else SqlType("float")
-    if lname in ("char", "varchar", "nchar", "nvarchar", "binary", "varbinary"):
-        if args and args[0].lower() == "max":
-            if lname in ("char", "nchar", "binary"):
-                raise errors.server_error(
-                    2716,
-                    "Column, parameter, or variable #1: Cannot specify a column width on data "
-                    f"type {lname}.",
-                )
-            return SqlType(lname, length=-1)
-        return SqlType(lname, length=num(0, 1))
-    if lname in ("time", "datetime2", "datetimeoffset"):
-        n = num(0, 7)
-        if not 0 <= n <= 7:
-            raise errors.server_error(1002, f"Line 1: Specified scale {n} is invalid.")
-        return SqlType(lname, scale=n)
-    if lname == "sysname":
-        return SqlType("nvarchar", length=128)
-    return SqlType(lname)
-
-
 # -- converters (stored value bytes -> Python) ---------------------------------------------------
 
 
@@ -379,88 +299,6 @@ def _converter_name(t: SqlType) -> str | None:
     if n == "datetimeoffset":
         return "EMU_DTO"
     return None
-
-
-_UTC = dt.UTC
-
-
-@lru_cache(maxsize=256)
-def _tz(offset: str) -> dt.timezone:
-    sign = -1 if offset[0] == "-" else 1
-    hours, minutes = int(offset[1:3]), int(offset[4:6])
-    delta = dt.timedelta(hours=hours, minutes=minutes) * sign
-    return _UTC if not delta else dt.timezone(delta)
-
-
-def _convert_bit(b: bytes) -> bool:
-    return b != b"0"
-
-
-def _convert_date(b: bytes) -> dt.date:
-    return dt.date.fromisoformat(b.decode())
-
-
-def _convert_time(b: bytes) -> dt.time:
-    return dt.time.fromisoformat(b[:15].decode())
-
-
-def _convert_datetime(b: bytes) -> dt.datetime:
-    return dt.datetime.fromisoformat(b[:26].decode())
-
-
-def _convert_dto(b: bytes) -> dt.datetime:
-    text = b.decode()
-    utc = dt.datetime.fromisoformat(text[:26])
-    tz = _tz(text[28:34])
-    return (utc + tz.utcoffset(None)).replace(tzinfo=tz)  # type: ignore[operator]
-
-
-def _real_decimal_converter(scale: int) -> Callable[[bytes], Decimal]:
-    quantum = Decimal(1).scaleb(-scale)
-    quantize = DECIMAL_CONTEXT.quantize  # the bound method is faster than context=...
-
-    def convert(b: bytes, decimal: type[Decimal] = Decimal) -> Decimal:
-        return quantize(decimal(b.decode()), quantum)
-
-    return convert
-
-
-def _sort_decimal_converter(precision: int, scale: int) -> Callable[[bytes], Decimal]:
-    complement = 10**precision - 1
-
-    scaleb = DECIMAL_CONTEXT.scaleb
-
-    def convert(b: bytes) -> Decimal:
-        digits = int(b[1:])
-        unscaled = digits if b[:1] == b"P" else -(complement - digits)
-        return scaleb(Decimal(unscaled), -scale)
-
-    return convert
-
-
-_REGISTERED: set[str] = set()
-
-
-def register_converters() -> None:
-    """Register the emulator's converters with :mod:`sqlite3` (idempotent, process-wide).
-
-    The names all start with ``EMU_`` so they never touch other users of :mod:`sqlite3`.
-    """
-    if _REGISTERED:
-        return
-    sqlite3.register_converter("EMU_BIT", _convert_bit)
-    sqlite3.register_converter("EMU_DATE", _convert_date)
-    sqlite3.register_converter("EMU_TIME", _convert_time)
-    sqlite3.register_converter("EMU_DT", _convert_datetime)
-    sqlite3.register_converter("EMU_DTO", _convert_dto)
-    for scale in range(0, 39):
-        sqlite3.register_converter(f"EMU_DR{scale}", _real_decimal_converter(scale))
-    for precision in range(1, 39):
-        for scale in range(0, precision + 1):
-            sqlite3.register_converter(
-                f"EMU_DX{precision}_{scale}", _sort_decimal_converter(precision, scale)
-            )
-    _REGISTERED.add("done")
 
 
 def convert_stored(t: SqlType, value: Any) -> Any:
@@ -501,38 +339,6 @@ def _python_type(t: SqlType) -> type:
 # -- encoders (Python -> stored) ------------------------------------------------------------------
 
 
-def _round_half_up(numerator: int, denominator: int) -> int:
-    return (2 * numerator + denominator) // (2 * denominator)
-
-
-def encode_lsn_numeric(value: int) -> str:
-    """A numeric(25,0) value (e.g. an LSN's numeric form) in its stored form."""
-    return _sort_decimal_text(value, 25)
-
-
-def _sort_decimal_text(unscaled: int, precision: int) -> str:
-    if unscaled >= 0:
-        return "P" + str(unscaled).zfill(precision)
-    return "N" + str(10**precision - 1 + unscaled).zfill(precision)
-
-
-def to_decimal(value: Any) -> Decimal:
-    if isinstance(value, Decimal):
-        return value
-    if isinstance(value, bool):
-        return Decimal(int(value))
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    if isinstance(value, str):
-        try:
-            return Decimal(value.strip())
-        except InvalidOperation:
-            raise errors.conversion_failed(value, "numeric") from None
-    raise errors.conversion_failed(value, "numeric")
-
-
 def _decimal_encoder(t: SqlType) -> Encoder:
     precision = int(t.precision or 18)
     scale = t.decimal_scale
@@ -552,7 +358,7 @@ def _decimal_encoder(t: SqlType) -> Encoder:
             raise errors.arithmetic_overflow(type_name)
         if real:
             return float(q)
-        return _sort_decimal_text(int(q.scaleb(scale, context=DECIMAL_CONTEXT)), precision)
+        return sort_decimal_text(int(q.scaleb(scale, context=DECIMAL_CONTEXT)), precision)
 
     return encode
 
@@ -579,39 +385,6 @@ def _int_encoder(t: SqlType) -> Encoder:
         return value
 
     return encode
-
-
-def _bit_encode(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in ("true", "1"):
-            return 1
-        if text in ("false", "0"):
-            return 0
-        raise errors.conversion_failed(value, "bit")
-    return 1 if value else 0
-
-
-def _float_encode(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise errors.conversion_failed(value, "float") from None
-
-
-def _real_encode(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return struct.unpack("f", struct.pack("f", float(value)))[0]
-    except OverflowError:
-        raise errors.arithmetic_overflow("real") from None
-    except (TypeError, ValueError):
-        raise errors.conversion_failed(value, "real") from None
 
 
 def _string_encoder(t: SqlType) -> Encoder:
@@ -646,12 +419,6 @@ def _string_encoder(t: SqlType) -> Encoder:
     return encode
 
 
-def _plain_string_encode(value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
-
-
 def _binary_encoder(t: SqlType) -> Encoder:
     length = t.length
     pad = t.name == "binary"
@@ -676,132 +443,19 @@ def _binary_encoder(t: SqlType) -> Encoder:
     return encode
 
 
-def _guid_encode(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, uuid.UUID):
-        return str(value).upper()
-    try:
-        if isinstance(value, (bytes, bytearray)) and len(value) == 16:
-            return str(uuid.UUID(bytes_le=bytes(value))).upper()
-        return str(uuid.UUID(str(value).strip())).upper()
-    except ValueError:
-        raise errors.server_error(
-            8169,
-            "Conversion failed when converting from a character string to uniqueidentifier.",
-            sqlstate="22018",
-            cls=errors.DataError,
-        ) from None
-
-
-def _as_datetime(value: Any, type_name: str) -> dt.datetime:
-    if isinstance(value, dt.datetime):
-        return value
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day)
-    if isinstance(value, dt.time):
-        return dt.datetime.combine(dt.date(1900, 1, 1), value)
-    if isinstance(value, str):
-        text = value.strip().replace("T", " ")
-        try:
-            return _parse_datetime_text(text)
-        except ValueError:
-            raise errors.server_error(
-                241,
-                "Conversion failed when converting date and/or time from character string.",
-                sqlstate="22007",
-                cls=errors.DataError,
-            ) from None
-    raise errors.conversion_failed(value, type_name)
-
-
-_FRACTION_RE = re.compile(r"^(.*?:\d\d)\.(\d+)(.*)$")
-
-
-def _parse_datetime_text(text: str) -> dt.datetime:
-    match = _FRACTION_RE.match(text)
-    if match:  # Python accepts up to 6 fraction digits; SQL Server text may carry 7
-        head, frac, tail = match.groups()
-        text = f"{head}.{(frac + '000000')[:6]}{tail}"
-    return dt.datetime.fromisoformat(text)
-
-
-def _round_fraction(moment: dt.datetime, digits: int) -> tuple[dt.datetime, int]:
-    """Round to ``digits`` fractional digits; returns the whole-second time and 1e-7 units."""
-    units = moment.microsecond * 10
-    step = 10 ** (7 - digits)
-    units = _round_half_up(units, step) * step
-    base = moment.replace(microsecond=0)
-    if units >= 10**7:
-        try:
-            base += dt.timedelta(seconds=1)
-        except OverflowError:  # rounding up past 9999-12-31 23:59:59
-            raise errors.server_error(
-                242,
-                "The conversion of a datetime2 data type to a datetime2 data type resulted in "
-                "an out-of-range value.",
-                sqlstate="22008",
-                cls=errors.DataError,
-            ) from None
-        units -= 10**7
-    return base, units
-
-
-def _format_datetime(base: dt.datetime, units: int) -> str:
-    return f"{base.isoformat(sep=' ', timespec='seconds')}.{units:07d}"
-
-
 def _datetime2_encoder(t: SqlType) -> Encoder:
     digits = 7 if t.scale is None else t.scale
 
     def encode(value: Any) -> Any:
         if value is None:
             return None
-        moment = _as_datetime(value, t.sql)
+        moment = as_datetime(value, t.sql)
         if moment.tzinfo is not None:
             moment = moment.replace(tzinfo=None)
-        base, units = _round_fraction(moment, digits)
-        return _format_datetime(base, units)
+        base, units = round_fraction(moment, digits)
+        return format_datetime(base, units)
 
     return encode
-
-
-def _datetime_encode(value: Any) -> Any:
-    """datetime: 1/300 s ticks, shown (and returned) in milliseconds ending in 0, 3 or 7."""
-    if value is None:
-        return None
-    moment = _as_datetime(value, "datetime")
-    if moment.tzinfo is not None:
-        moment = moment.replace(tzinfo=None)
-    ticks = _round_half_up(moment.microsecond * 300, 10**6)
-    base = moment.replace(microsecond=0)
-    if ticks >= 300:
-        base += dt.timedelta(seconds=1)
-        ticks -= 300
-    millis = _round_half_up(ticks * 10, 3)
-    return _format_datetime(base, millis * 10_000)
-
-
-def _smalldatetime_encode(value: Any) -> Any:
-    if value is None:
-        return None
-    moment = _as_datetime(value, "smalldatetime")
-    if moment.tzinfo is not None:
-        moment = moment.replace(tzinfo=None)
-    base = moment.replace(second=0, microsecond=0)
-    if moment.second * 1_000_000 + moment.microsecond >= 29_999_000:
-        base += dt.timedelta(minutes=1)
-    return _format_datetime(base, 0)
-
-
-def _date_encode(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        return value.date().isoformat()
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return _as_datetime(value, "date").date().isoformat()
 
 
 def _time_encoder(t: SqlType) -> Encoder:
@@ -814,12 +468,12 @@ def _time_encoder(t: SqlType) -> Encoder:
             moment = dt.datetime.combine(dt.date(1900, 1, 1), value.replace(tzinfo=None))
         elif isinstance(value, str) and ":" in value and "-" not in value:
             try:
-                moment = _parse_datetime_text(f"1900-01-01 {value.strip()}")
+                moment = parse_datetime_text(f"1900-01-01 {value.strip()}")
             except ValueError:
                 raise errors.conversion_failed(value, "time") from None
         else:
-            moment = _as_datetime(value, "time")
-        base, units = _round_fraction(moment.replace(tzinfo=None), digits)
+            moment = as_datetime(value, "time")
+        base, units = round_fraction(moment.replace(tzinfo=None), digits)
         if base.date() != dt.date(1900, 1, 1):  # rounded past midnight
             base, units = base.replace(hour=23, minute=59, second=59), 10**7 - 10 ** (7 - digits)
         return f"{base.time().isoformat(timespec='seconds')}.{units:07d}"
@@ -833,14 +487,14 @@ def _datetimeoffset_encoder(t: SqlType) -> Encoder:
     def encode(value: Any) -> Any:
         if value is None:
             return None
-        moment = _as_datetime(value, t.sql)
+        moment = as_datetime(value, t.sql)
         offset = moment.utcoffset() or dt.timedelta(0)
         utc = moment.replace(tzinfo=None) - offset
-        base, units = _round_fraction(utc, digits)
+        base, units = round_fraction(utc, digits)
         minutes = int(offset.total_seconds()) // 60
         sign = "-" if minutes < 0 else "+"
         hours, mins = divmod(abs(minutes), 60)
-        return f"{_format_datetime(base, units)} {sign}{hours:02d}:{mins:02d}"
+        return f"{format_datetime(base, units)} {sign}{hours:02d}:{mins:02d}"
 
     return encode
 
@@ -851,75 +505,34 @@ def _encoder(t: SqlType) -> Encoder:
     if n in _INT_RANGES:
         return _int_encoder(t)
     if n == "bit":
-        return _bit_encode
+        return bit_encode
     if n in _DECIMAL_TYPES:
         return _decimal_encoder(t)
     if n == "float":
-        return _float_encode
+        return float_encode
     if n == "real":
-        return _real_encode
+        return real_encode
     if n in ("char", "varchar", "nchar", "nvarchar"):
         return _string_encoder(t)
     if n in ("text", "ntext", "xml", "sysname"):
-        return _plain_string_encode
+        return plain_string_encode
     if n in _BINARY_TYPES:
         return _binary_encoder(t)
     if n == "uniqueidentifier":
-        return _guid_encode
+        return guid_encode
     if n == "date":
-        return _date_encode
+        return date_encode
     if n == "time":
         return _time_encoder(t)
     if n == "datetime2":
         return _datetime2_encoder(t)
     if n == "datetime":
-        return _datetime_encode
+        return datetime_encode
     if n == "smalldatetime":
-        return _smalldatetime_encode
+        return smalldatetime_encode
     if n == "datetimeoffset":
         return _datetimeoffset_encoder(t)
     raise errors.not_supported(f"values of type {t.sql}")
-
-
-_DATETIME2_7 = SqlType("datetime2", scale=7)
-_TIME_7 = SqlType("time", scale=7)
-_DTO_7 = SqlType("datetimeoffset", scale=7)
-
-
-def adapt_untyped(value: Any) -> Any:
-    """Bind a parameter whose target type is unknown (no column to take the type from)."""
-    if value is None:
-        return None
-    kind = type(value)
-    if kind in (int, float, str, bytes):
-        return value
-    if kind is bool:
-        return int(value)
-    if isinstance(value, Decimal):
-        digits = len(value.as_tuple().digits)
-        return float(value) if digits <= SHORT_DECIMAL_MAX else str(value)
-    if isinstance(value, dt.datetime):
-        return (_DTO_7 if value.tzinfo is not None else _DATETIME2_7).encode(value)
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, dt.time):
-        return _TIME_7.encode(value)
-    if isinstance(value, uuid.UUID):
-        return str(value).upper()
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    return value
-
-
-def literal_type(value: Any) -> SqlType | None:
-    """The SQL Server type of a Python value used as a literal result (``SELECT ?``)."""
-    if isinstance(value, bool):
-        return SqlType("bit")
-    if isinstance(value, int):
-        return SqlType("int") if -(2**31) <= value < 2**31 else SqlType("bigint")
-    if isinstance(value, float):
-        return SqlType("float")
-    return None
 
 
 # common types used by the system tables

@@ -26,6 +26,7 @@ from . import errors
 from . import types as T
 from .catalog import Column, EmulatedTable
 from .storage import quote
+from .type_parsing import parse_type_text
 
 
 @dataclass
@@ -202,7 +203,7 @@ class BatchVariables:
 
 
 def _variable_type(text: str) -> T.SqlType:
-    sql_type, end = T.parse_type_text(text)
+    sql_type, end = parse_type_text(text)
     if text[end:].strip():
         raise errors.server_error(102, f"Incorrect syntax near '{text[end:].strip()[:30]}'.")
     return sql_type
