@@ -20,11 +20,12 @@ no import circle):
 - the translator: ``scope``, ``type_rules``, ``source_text`` (the user's T-SQL in error
   messages), ``translator_core``, ``expressions``, ``system_functions``, ``queries``, assembled
   in ``translate``;
-- the other planners: ``dml``, ``ddl`` and ``procedures`` (``EXEC`` and the registry of system
-  procedures), with ``catalog_rows`` and ``capture`` (the agent's jobs); the procedures:
-  ``cdc_procedures`` (``sp_cdc_enable_db``, ``sp_cdc_enable_table`` ...), ``cdc_job_procedures``
-  (the agent's jobs, scan, cleanup), ``cdc_help_procedures`` (``sp_cdc_help_*``,
-  ``sp_cdc_get_*``), ``help_procedures`` (``sp_help`` ...), ``catalog_procedures``;
+- the other planners: ``dml``, ``ddl`` (over ``create_table`` and ``alter_table``) and
+  ``procedures`` (``EXEC`` and the registry of system procedures), with ``catalog_rows`` and
+  ``capture`` (the agent's jobs); the procedures: ``cdc_procedures`` (``sp_cdc_enable_db``,
+  ``sp_cdc_enable_table`` ...), ``cdc_job_procedures`` (the agent's jobs, scan, cleanup),
+  ``cdc_help_procedures`` (``sp_cdc_help_*``, ``sp_cdc_get_*``), ``help_procedures``
+  (``sp_help`` ...), ``catalog_procedures``;
 - ``session_functions`` (the SQLite functions bound to a session), ``session_transactions``
   (transactions, LSNs), ``session`` (execution), ``dbapi`` (the pyodbc-like API a wire server or a
   test uses), ``connection_factory`` (the settings of a source configured with ``emulator:``).
