@@ -15,7 +15,8 @@ no import circle):
   ``bootstrap`` (the layout made in a new file, brought up to date in an older one), ``catalog``
   (tables and capture instances, refreshed incrementally), ``transaction_log`` (the triggers that
   log changes), ``functions`` (SQLite text of the CDC functions);
-- ``plan`` (what a statement translates to, what it returns), ``statements`` (parses a statement
+- ``batch_statement``, ``variable_statements``, ``batch`` (a batch split into statements),
+  ``plan`` (what a statement translates to, what it returns), ``statements`` (parses a statement
   and dispatches it to the planner registered for its kind);
 - the translator: ``scope``, ``type_rules``, ``source_text`` (the user's T-SQL in error
   messages), ``translator_core``, ``expressions``, ``system_functions``, ``queries``, assembled

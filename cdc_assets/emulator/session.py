@@ -49,6 +49,7 @@ from . import dml as _dml  # noqa: F401  (registers its statements with .stateme
 from . import help_procedures as _help_procedures  # noqa: F401  (sp_help ... in PROCEDURES)
 from . import procedures as _procedures  # noqa: F401  (registers EXEC with .statements)
 from . import types as T
+from .batch_statement import Statement
 from .catalog import Catalog
 from .plan import Plan, Result, Slot
 from .session_functions import SessionFunctions
@@ -167,7 +168,7 @@ class Session(TransactionControl, SessionFunctions):
             self.variables = None
             variables.drop()
 
-    def run(self, statement: batch.Statement, params: Sequence[Any]) -> list[Result]:
+    def run(self, statement: Statement, params: Sequence[Any]) -> list[Result]:
         """Run one statement of the current batch; its results (blocks may have several)."""
         self._statement_tran_id = None
         self._udf_error = None
@@ -232,7 +233,7 @@ class Session(TransactionControl, SessionFunctions):
             return [Result(None, None, variables.insert(name, columns, rows), "INSERT")]
         raise errors.server_error(0, f"unknown batch statement {kind}")
 
-    def _assign(self, names: Sequence[str], select: batch.Statement, params: Sequence[Any]) -> None:
+    def _assign(self, names: Sequence[str], select: Statement, params: Sequence[Any]) -> None:
         """``SET @v = ...`` / ``SELECT @a = x, @b = y ...``: the last row's values (no row: the
         variables keep theirs, as in SQL Server)."""
         variables = self.variables
@@ -248,7 +249,7 @@ class Session(TransactionControl, SessionFunctions):
             for name, value in zip(names, last, strict=True):
                 variables.assign(name, value)
 
-    def _statement(self, statement: batch.Statement, params: Sequence[Any]) -> Result | None:
+    def _statement(self, statement: Statement, params: Sequence[Any]) -> Result | None:
         cat = self.refresh_catalog()
         plan = self.plan(statement.text)
         # SQL Server opens an implicit transaction at a statement that touches a table, not at a

@@ -17,7 +17,7 @@ from sqlglot import exp
 from sqlglot.dialects.tsql import TSQL
 from sqlglot.tokens import Token, TokenType
 
-from .batch import PARAM_PREFIX
+from .batch_statement import PARAM_PREFIX
 
 LIMIT = 80
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from .batch import PARAM_PREFIX
+from .batch_statement import PARAM_PREFIX
 from .catalog import Catalog
 from .plan import Slot
 from .scope import Out, Scope
