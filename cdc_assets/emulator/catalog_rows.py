@@ -2,7 +2,7 @@
 constraints and indexes behind ``sys.key_constraints``, ``sys.default_constraints`` and
 ``sys.indexes`` (:mod:`.constraint_views`).
 
-DDL (:mod:`.ddl`) and the CDC procedures (:mod:`.procedures`) change the catalog through these;
+DDL (:mod:`.ddl`) and the CDC procedures (:mod:`.cdc_procedures`) change the catalog through these;
 they run inside the statement's write transaction, and the caller then marks the catalog changed
 (``storage.bump_catalog`` with the object ids touched).
 """

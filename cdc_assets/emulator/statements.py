@@ -2,7 +2,7 @@
 
 The modules that plan statements register here by sqlglot node type, with :func:`planner`:
 queries (:mod:`.queries`), INSERT / UPDATE / DELETE / TRUNCATE (:mod:`.dml`), CREATE / ALTER /
-DROP (:mod:`.ddl`) and EXEC of the CDC procedures (:mod:`.procedures`). :mod:`.session` imports
+DROP (:mod:`.ddl`) and EXEC of the system procedures (:mod:`.procedures`). :mod:`.session` imports
 them all; this module imports none of them. A planner gets the statement's translator (a
 :class:`.translate.Translator`), the parsed statement and its text, and returns a :class:`.Plan`.
 The translator never passes T-SQL text through: anything no planner understands raises

@@ -6,8 +6,8 @@ dialect and dispatched by :mod:`.statements`) it resolves every table and column
 (:mod:`.expressions`, :mod:`.system_functions`, :mod:`.type_rules`), and leaves parameter markers
 and raw snippets (:mod:`.translator_core`) that become ``?`` and SQLite text in the plan.
 
-Parameters are renamed markers (see :mod:`.batch`); each occurrence becomes a :class:`.Slot` that
-knows which caller parameter it binds and how to encode it.
+Parameters are renamed markers (see :mod:`.batch_statement`); each occurrence becomes a
+:class:`.Slot` that knows which caller parameter it binds and how to encode it.
 """
 
 from __future__ import annotations
