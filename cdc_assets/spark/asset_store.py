@@ -23,28 +23,27 @@ The Dagster sensor reads properties often and without Spark: those reads go thro
 (change logs have no deletion vectors) but not the mirrors' data; writes and data reads go
 through Spark.
 
-The layer below the store, one concept per module: :mod:`.delta_location` (URIs as Spark and
-delta-rs name them), :mod:`.partition_rows` (the partition-properties protocol and partition
-rows as Arrow), :mod:`.commit_metadata` (userMetadata, :class:`Published`), :mod:`.stored_columns`
-(columns Delta cannot store as they are), :mod:`.spark_sql_names` (quoting).
+The store's driver writes are in :mod:`.driver_writes`, its reads in :mod:`.store_reads` (both part
+of :class:`AssetStore`). The layer below the store, one concept per module: :mod:`.delta_location`
+(URIs as Spark and delta-rs name them), :mod:`.partition_rows` (the partition-properties protocol
+and partition rows as Arrow), :mod:`.commit_metadata` (userMetadata, :class:`Published`),
+:mod:`.stored_columns` (columns Delta cannot store as they are), :mod:`.spark_sql_names` (quoting).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .commit_metadata import (
+    NotPublished,
     Published,
     last_commit_published,
     to_json,
@@ -54,11 +53,11 @@ from .concurrent_commits import retry_conflicts
 from .delta_location import (
     delta_rs_storage_options,
     delta_rs_uri,
-    hadoop_uri,
     is_local,
     local_path,
     storage_uri,
 )
+from .driver_writes import DriverWrites
 from .partition_rows import (
     GAP,
     IN_PROGRESS,
@@ -66,78 +65,36 @@ from .partition_rows import (
     PROPERTIES_COLUMN,
     STORED_COLUMNS,
     WRITE_ID,
+    Finalize,
     Properties,
-    arrow_fields,
-    arrow_properties_row,
-    as_partition_rows,
-    data_rows,
     has_timestamp_ntz,
-    missing_fields,
     properties_in,
-    stored_alike,
-    stored_column_names,
     with_null_columns,
 )
 from .spark_sql_names import sql_string
+from .store_reads import StoreReads
 from .stored_columns import (
+    TABLE_PROPERTIES,
     decode_from_delta,
-    decode_rows,
     encode_for_delta,
-    encode_rows,
-    source_schema,
-    stored_schema,
 )
-
-log = logging.getLogger(__name__)
 
 # Old layout (before Delta): <base>/<key path>/<partition or __all__>/_CURRENT
 OLD_LAYOUT_POINTER = "_CURRENT"
 OLD_LAYOUT_PARTITIONS = ("__all__", "snapshot")
-# Columns Delta cannot store as they are (time, names with a space ...) are stored otherwise, by
-# Spark's writes and the driver's alike: see .stored_columns.
-# timestamp_ntz (datetime2) columns may first arrive with a later partition or schema: a table
-# created without the feature refuses them ("requires manual enablement"), so every table has it.
-TABLE_PROPERTIES: dict[str, str] = {"delta.feature.timestampNtz": "supported"}
-# The reader features a table may have for its files to be read as plain Parquet files.
-PLAIN_PARQUET_READER_FEATURES = frozenset({"timestampNtz"})
-# A new table of at most this many rows on a local file system is created from the driver by
-# delta-rs: its rows collected as Arrow and committed in milliseconds, where Spark's Delta writer
-# costs about half a second of jobs and log replays (a thousand small tables' first sync). Such a
-# table has the features its columns need, no more: Spark turns timestampNtz on when a later
-# write brings such a column (:meth:`AssetStore.write`), and deletion vectors are turned on by a
-# mirror's first Spark MERGE (:mod:`.mirror_store`), so delta-rs leaves those properties out.
-DRIVER_WRITE_ROWS = 10_000
-SET_BY_SPARK_LATER = ("delta.feature.timestampNtz", "delta.enableDeletionVectors")
-
-# computes a partition's properties from its rows: a Spark frame, or Arrow when read in the driver
-Finalize = Callable[[DataFrame | pa.Table], Mapping[str, Any]]
-
-
-@dataclass(frozen=True)
-class RowsInDriver:
-    """Rows a write takes from the driver, not from Spark (:meth:`AssetStore.write_in_driver`):
-    ``read`` gives them as Arrow, with the columns of ``schema`` in its order."""
-
-    schema: T.StructType
-    read: Callable[[], pa.Table]
-
-
-class NotPublished(LookupError):
-    """Nothing has been published at this location yet."""
 
 
 class OldLayout(RuntimeError):
     """The storage holds data of the Parquet layout that preceded Delta Lake."""
 
 
-class AssetStore:
+class AssetStore(DriverWrites, StoreReads):
     """Delta tables under ``base``: ``<base>/<key path>``, one per asset."""
 
     def __init__(self, base: str | Path) -> None:
         self.base = storage_uri(base)
 
     # -- where -----------------------------------------------------------------------------
-
     def location(self, key_path: Sequence[str], partition: str | None = None) -> str:
         """The asset's Delta table (all its partitions share it)."""
         return "/".join([self.base, *key_path])
@@ -159,7 +116,6 @@ class AssetStore:
                 )
 
     # -- reading without Spark (delta-rs): the log and the properties rows ------------------
-
     def _delta_rs(self, key_path: Sequence[str]) -> Any | None:
         from deltalake import DeltaTable
 
@@ -240,7 +196,6 @@ class AssetStore:
         return [] if table is None else list(table.history(limit=limit))
 
     # -- writing (Spark) --------------------------------------------------------------------
-
     def write(
         self,
         spark: SparkSession,
@@ -300,58 +255,6 @@ class AssetStore:
         finally:
             if hold:
                 held.unpersist()
-
-    def write_in_driver(
-        self,
-        spark: SparkSession,
-        rows: RowsInDriver,
-        key_path: Sequence[str],
-        partition: str | None,
-        finalize: Finalize | None = None,
-        *,
-        later_columns: DataFrame | None = None,
-        table_properties: Mapping[str, str] | None = None,
-    ) -> Published:
-        """:meth:`write` for rows read in the driver (a small table's snapshot, a small
-        range): ``finalize`` is given them as Arrow, and where delta-rs may create the table or
-        replace the partition (a local table, columns it writes as Spark would) no Spark job
-        runs at all; otherwise Spark writes them from the driver's copy. Columns Delta cannot
-        store as they are are stored as Spark's write stores them (:mod:`.stored_columns`)."""
-        self.refuse_old_layout(key_path)
-        collected = rows.read()
-        properties = dict(finalize(collected)) if finalize is not None else {}
-        schema = stored_schema(rows.schema)
-        stored = encode_rows(rows.schema, collected)
-        table_properties = {**TABLE_PROPERTIES, **(table_properties or {})}
-        later = stored_schema(later_columns.schema) if later_columns is not None else None
-        stamped = dict(properties)
-        if partition is not None:
-            stamped[WRITE_ID] = uuid.uuid4().hex
-            stamped[STORED_COLUMNS] = schema.names
-        if self._may_create_small(key_path, schema, later):
-            small = self._create_from_arrow(
-                key_path, schema, stored, partition, stamped, later, table_properties
-            )
-            if small is not None:
-                return small
-        elif partition is not None and arrow_fields(schema) is not None:
-            replaced = self._replace_partition_in_driver(
-                key_path, schema.names, partition, properties, stored, later, schema
-            )
-            if replaced is not None:
-                return replaced
-        df = spark.createDataFrame(collected, rows.schema)
-        return self.write(
-            spark,
-            df,
-            key_path,
-            partition,
-            lambda _: properties,
-            table_properties=table_properties,
-            read_once=False,
-            later_columns=later_columns,
-            rows=collected.num_rows,
-        )
 
     def _commit(
         self,
@@ -422,154 +325,6 @@ class AssetStore:
         writer = writer.option("userMetadata", text)
         retry_conflicts(lambda: writer.save(uri), f"writing {uri}")
         return self.published(spark, uri, properties)
-
-    def _replace_partition_in_driver(
-        self,
-        key_path: Sequence[str],
-        columns: Sequence[str],
-        partition: str,
-        properties: Properties,
-        rows: pa.Table | None = None,
-        later: T.StructType | None = None,
-        fields: T.StructType | None = None,
-    ) -> Published | None:
-        """Replace ``partition`` by ``rows`` (Arrow, in ``columns``; none: its properties row
-        alone) and its properties row, with delta-rs; None (Spark writes it) when the table is
-        not on a local file system (delta-rs commits to object stores need a locking setup of
-        their own), does not exist yet, or lacks one of ``columns`` or of ``later``'s or takes
-        no nulls, or stores one of ``fields`` (the rows' columns as stored) or of ``later``'s
-        with another type or field metadata (Spark's write evolves the schema)."""
-        uri = self.location(key_path)
-        if not is_local(uri):
-            return None
-        table = self._delta_rs(key_path)
-        if table is None:
-            return None
-        from deltalake import CommitProperties, write_deltalake
-        from deltalake.exceptions import DeltaError
-
-        schema = pa.schema(table.schema().to_arrow())
-        if PARTITION_COLUMN not in table.metadata().partition_columns:
-            return None
-        wanted = {*columns, *(later.names if later is not None else ())}
-        if not wanted <= set(schema.names) or not all(f.nullable for f in schema):
-            return None
-        if not all(stored_alike(table, f) for f in (fields, later) if f is not None):
-            return None
-        properties = {**properties, WRITE_ID: uuid.uuid4().hex, STORED_COLUMNS: list(columns)}
-        text = to_json(properties)
-        data = arrow_properties_row(partition, text, schema)
-        try:
-            if rows is not None and rows.num_rows:
-                data = pa.concat_tables([as_partition_rows(rows, schema, partition), data])
-            write_deltalake(
-                table,
-                data,
-                mode="overwrite",
-                predicate=f"{PARTITION_COLUMN} = {sql_string(partition)}",
-                partition_by=[PARTITION_COLUMN],
-                commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
-            )
-        except (DeltaError, pa.ArrowException) as exc:  # a feature or type it lacks, a lost commit
-            log.warning("delta-rs could not write %s (%s); Spark writes it", uri, exc)
-            return None
-        table.update_incremental()
-        return last_commit_published(table, uri, properties)
-
-    def _create_small(
-        self,
-        key_path: Sequence[str],
-        data: DataFrame,
-        partition: str | None,
-        properties: Properties,
-        *,
-        rows: int | None,
-        held: bool,
-        later: T.StructType | None,
-        table_properties: Mapping[str, str],
-    ) -> Published | None:
-        """Create the table from ``data`` (encoded for Delta) with delta-rs, when it is new, on
-        a local file system, and holds at most :data:`DRIVER_WRITE_ROWS` rows: ``rows`` (about
-        how many it has) says so, or (``held``: ``data`` is read already) a collect of one row
-        more finds fewer. The table is what Spark's write would make (same schema,
-        partitioning, properties row and userMetadata). None when Spark must write it."""
-        if not self._may_create_small(key_path, data.schema, later):
-            return None
-        if rows is not None:
-            if rows > DRIVER_WRITE_ROWS:
-                return None
-            collected = data.toArrow()
-        elif held:
-            collected = data.limit(DRIVER_WRITE_ROWS + 1).toArrow()
-            if collected.num_rows > DRIVER_WRITE_ROWS:
-                return None
-        else:
-            return None
-        return self._create_from_arrow(
-            key_path, data.schema, collected, partition, properties, later, table_properties
-        )
-
-    def _may_create_small(
-        self, key_path: Sequence[str], schema: T.StructType, later: T.StructType | None
-    ) -> bool:
-        """delta-rs may create the table (:meth:`_create_from_arrow`): it is new, on a local
-        file system, and its columns are of types delta-rs writes as Spark would."""
-        if not is_local(self.location(key_path)) or self._delta_rs(key_path) is not None:
-            return False
-        fields = arrow_fields(schema)
-        return fields is not None and arrow_fields(missing_fields(schema, later)) is not None
-
-    def _create_from_arrow(
-        self,
-        key_path: Sequence[str],
-        schema: T.StructType,
-        collected: Any,
-        partition: str | None,
-        properties: Properties,
-        later: T.StructType | None,
-        table_properties: Mapping[str, str],
-    ) -> Published | None:
-        """Create the table with delta-rs from ``collected`` (Arrow, ``schema``'s columns, encoded
-        for Delta), as Spark's write would; None when delta-rs cannot (Spark writes it)."""
-        from deltalake import CommitProperties, write_deltalake
-        from deltalake.exceptions import DeltaError
-
-        uri = self.location(key_path)
-        fields = arrow_fields(schema)
-        later_fields = arrow_fields(missing_fields(schema, later))
-        assert fields is not None and later_fields is not None  # _may_create_small
-        count = collected.num_rows
-        arrays = [collected.column(i).cast(f.type) for i, f in enumerate(fields)]
-        text = to_json(properties)
-        if partition is not None:
-            extra = [
-                pa.field(PARTITION_COLUMN, pa.string()),
-                pa.field(PROPERTIES_COLUMN, pa.string()),
-                *later_fields,
-            ]
-            arrays += [pa.array([partition] * count, pa.string())]
-            arrays += [pa.nulls(count, f.type) for f in extra[1:]]
-            fields += extra
-        table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-        if partition is not None:
-            marker = arrow_properties_row(partition, text, table.schema)
-            table = pa.concat_tables([table, marker])
-        configuration = {k: v for k, v in table_properties.items() if k not in SET_BY_SPARK_LATER}
-        try:
-            write_deltalake(
-                uri,
-                table,
-                mode="error",  # created by nobody else meanwhile
-                partition_by=[PARTITION_COLUMN] if partition is not None else None,
-                configuration=configuration or None,
-                commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
-            )
-        except (DeltaError, pa.ArrowException) as exc:  # created meanwhile, a type it lacks ...
-            log.warning("delta-rs could not create %s (%s); Spark writes it", uri, exc)
-            return None
-        created = self._delta_rs(key_path)
-        assert created is not None
-        return last_commit_published(created, uri, properties)
 
     def _turn_on_timestamp_ntz(
         self, spark: SparkSession, key_path: Sequence[str], schema: T.StructType
@@ -648,140 +403,3 @@ class AssetStore:
         return last_commit_published(table, uri, properties)
 
     # -- reading (Spark) --------------------------------------------------------------------
-
-    def read(
-        self,
-        spark: SparkSession,
-        key_path: Sequence[str],
-        partition: str | None,
-        *,
-        version: int | None = None,
-    ) -> DataFrame:
-        """The partition's rows (all rows for ``None``) at the current or a given Delta version;
-        :class:`NotPublished` if there is nothing."""
-        self.refuse_old_layout(key_path)
-        if partition is not None and version is None:
-            found = self._read_files(spark, key_path, [partition])
-            if found is not None:
-                return found
-        uri = self.location(key_path)
-        reader = spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        try:
-            df = reader.load(uri)
-        except Exception as exc:
-            if "DELTA_MISSING_DELTA_TABLE" in str(exc) or "is not a Delta table" in str(exc):
-                raise NotPublished(f"no data has been published at {uri}") from None
-            if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
-                raise NotPublished(f"no data has been published at {uri}") from None
-            raise
-        if PARTITION_COLUMN in df.columns:
-            if partition is None:
-                df = df.where(F.col(PROPERTIES_COLUMN).isNull())
-                return decode_from_delta(df.drop(PARTITION_COLUMN, PROPERTIES_COLUMN))
-            return self._partition_rows(df, key_path, [partition])
-        return decode_from_delta(df)
-
-    def _partition_rows(
-        self, df: DataFrame, key_path: Sequence[str], partitions: Sequence[str]
-    ) -> DataFrame:
-        """The data rows of ``partitions`` with the columns they were written with."""
-        found = self._properties_of(key_path, partitions)
-        df = df.where(F.col(PARTITION_COLUMN).isin(list(partitions)))
-        return data_rows(df, stored_column_names(found, partitions))
-
-    def _read_files(
-        self, spark: SparkSession, key_path: Sequence[str], partitions: Sequence[str]
-    ) -> DataFrame | None:
-        """The data rows of ``partitions``, read by Spark as the Parquet files that the table's
-        log (read by delta-rs) lists for them. Through Delta's reader the same read costs a log
-        replay when the table changed or left Delta's cache, and jobs that filter the table's
-        files by partition, about a second of a small table's read: measured, 30 change logs'
-        snapshot partitions read and each written as a new table took 17 s through Delta, 6 s
-        this way. None (read through Delta) when the table has a reader feature other than
-        timestamp_ntz (one delta-rs reads, such as variant columns: a table with deletion vectors
-        or column mapping is refused by delta-rs's properties read either way), or lives on a
-        file system other than a local one or S3."""
-        uri = self.location(key_path)
-        if not (is_local(uri) or uri.startswith("s3a://")):
-            return None
-        found = self._plain_partitioned(key_path)
-        if found is None:
-            return None
-        table, schema = found
-        schema = T.StructType([f for f in schema.fields if f.name != PARTITION_COLUMN])
-        files = table.file_uris(file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))])
-        files = [hadoop_uri(f) for f in files]
-        if files:
-            df = spark.read.schema(schema).parquet(*files)
-        else:
-            df = spark.createDataFrame([], schema)
-        return data_rows(df, stored_column_names(properties_in(table, partitions), partitions))
-
-    def _plain_partitioned(self, key_path: Sequence[str]) -> tuple[Any, T.StructType] | None:
-        """The table (delta-rs) and its schema, when it is partitioned by partition and its
-        files read as plain Parquet (no reader feature but timestamp_ntz); None otherwise."""
-        table = self._delta_rs(key_path)
-        if table is None or PARTITION_COLUMN not in table.metadata().partition_columns:
-            return None
-        if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
-            return None
-        return table, T.StructType.fromJson(json.loads(table.schema().to_json()))
-
-    def rows_in_driver(
-        self, key_path: Sequence[str], partitions: Sequence[str]
-    ) -> RowsInDriver | None:
-        """The data rows of ``partitions`` to be read here by delta-rs (a few rows: no Spark
-        job), with the columns they were written with, as :meth:`read` gives them (columns
-        stored otherwise back as they were); None when Spark must read them (not a local
-        table, a reader feature delta-rs refuses, a stored type the driver does not read
-        back)."""
-        import pyarrow.compute as pc
-
-        if not is_local(self.location(key_path)):
-            return None
-        found = self._plain_partitioned(key_path)
-        if found is None:
-            return None
-        table, schema = found
-        columns = stored_column_names(properties_in(table, partitions), partitions)
-        if not columns or not set(columns) <= set(schema.names):
-            return None
-        stored = T.StructType([schema[c] for c in columns])
-        data = source_schema(stored)
-        if data is None:
-            return None
-
-        def read() -> pa.Table:
-            dataset = table.to_pyarrow_dataset(
-                file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))]
-            )
-            rows = dataset.to_table(
-                columns=columns,
-                filter=pc.field(PROPERTIES_COLUMN).is_null(),
-                use_threads=False,  # see properties_in
-            )
-            return decode_rows(stored, rows)
-
-        return RowsInDriver(data, read)
-
-    def read_partitions(
-        self,
-        spark: SparkSession,
-        key_path: Sequence[str],
-        partitions: Sequence[str],
-        *,
-        version: int | None = None,
-    ) -> DataFrame:
-        """The rows of several partitions in one read."""
-        self.refuse_old_layout(key_path)
-        if version is None:
-            found = self._read_files(spark, key_path, partitions)
-            if found is not None:
-                return found
-        reader = spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        df = reader.load(self.location(key_path))
-        return self._partition_rows(df, key_path, partitions)

@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .asset_store import TABLE_PROPERTIES, AssetStore, decode_from_delta, encode_for_delta
+from .asset_store import AssetStore
 from .commit_metadata import Published, to_json
 from .concurrent_commits import retry_conflicts
 from .partition_rows import (
@@ -37,6 +37,7 @@ from .partition_rows import (
     with_null_columns,
 )
 from .spark_sql_names import sql_string
+from .stored_columns import TABLE_PROPERTIES, decode_from_delta, encode_for_delta
 
 __all__ = ["append_chunks"]
 

@@ -74,6 +74,10 @@ DELTA_RS_METRICS = {
 }
 
 
+class NotPublished(LookupError):
+    """Nothing has been published at this location yet."""
+
+
 @dataclass(frozen=True)
 class Published:
     """A committed write: the table, its Delta version, the properties and operation metrics."""

@@ -49,9 +49,10 @@ import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
 from . import deletion_vectors, delta_log
-from .asset_store import AssetStore, RowsInDriver
+from .asset_store import AssetStore
 from .commit_metadata import Published, to_json
 from .delta_location import is_local, local_path
+from .driver_writes import RowsInDriver
 from .mirror_merge import DELETE, NET, OPERATION, last_changes_as, net_counts_in_driver
 from .stored_columns import encode_rows, stored_name
 

@@ -46,16 +46,11 @@ from cdc_assets.lsn import Lsn
 from cdc_assets.records import MirrorPosition
 
 from . import merge_with_deletion_vectors, sqlserver_source
-from .asset_store import (
-    DRIVER_WRITE_ROWS,
-    PLAIN_PARQUET_READER_FEATURES,
-    AssetStore,
-    NotPublished,
-    RowsInDriver,
-)
-from .commit_metadata import Published, to_json, user_metadata, without_user_metadata
+from .asset_store import AssetStore
+from .commit_metadata import NotPublished, Published, to_json, user_metadata, without_user_metadata
 from .concurrent_commits import retry_conflicts
 from .delta_location import is_local, local_path
+from .driver_writes import DRIVER_WRITE_ROWS, RowsInDriver
 from .key_clustering import clustered, is_large, target_key_condition
 from .mirror_merge import (
     DELETE,
@@ -70,6 +65,7 @@ from .mirror_merge import (
 )
 from .session import write_parallelism
 from .spark_sql_names import sql_name
+from .store_reads import PLAIN_PARQUET_READER_FEATURES
 from .stored_columns import decode_from_delta, encode_for_delta, encode_rows, stored_name
 
 log = logging.getLogger(__name__)

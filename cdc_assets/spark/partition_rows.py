@@ -15,7 +15,7 @@ as Arrow for the driver's writes (:mod:`.asset_store` commits them).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -53,6 +53,10 @@ IN_PROGRESS = "in_progress"
 
 
 Properties = dict[str, Any]
+
+
+# computes a partition's properties from its rows: a Spark frame, or Arrow when read in the driver
+Finalize = Callable[[DataFrame | pa.Table], Mapping[str, Any]]
 
 
 def properties_in(table: Any, partitions: Sequence[str]) -> dict[str, Properties]:

@@ -61,7 +61,7 @@ from cdc_assets.sqlserver.snapshot import (
     snapshot_schema,
 )
 
-from .asset_store import RowsInDriver
+from .driver_writes import RowsInDriver
 
 __all__ = [
     "DATA_SOURCE_NAME",

@@ -35,6 +35,13 @@ _TIME_TYPE = re.compile(r"^time\(([0-6])\)$")
 _MICROS_PER_SECOND = 1_000_000
 
 
+# Columns Delta cannot store as they are (time, names with a space ...) are stored otherwise, by
+# Spark's writes and the driver's alike: see .stored_columns.
+# timestamp_ntz (datetime2) columns may first arrive with a later partition or schema: a table
+# created without the feature refuses them ("requires manual enablement"), so every table has it.
+TABLE_PROPERTIES: dict[str, str] = {"delta.feature.timestampNtz": "supported"}
+
+
 def stored_name(name: str) -> str:
     """``name`` with the characters Delta refuses as ``_xHH_``."""
     return "".join(f"_x{ord(c):02x}_" if c in INVALID_IN_NAMES else c for c in name)

@@ -142,7 +142,13 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType
 
-    from cdc_assets.spark import asset_store, mirror_merge, mirror_store, sqlserver_source
+    from cdc_assets.spark import (
+        asset_store,
+        driver_writes,
+        mirror_merge,
+        mirror_store,
+        sqlserver_source,
+    )
     from cdc_assets.spark.asset_store import AssetStore
 
     counts = {"cdc": 0, "mirror": 0, "read": 0}
@@ -202,14 +208,14 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
 
         AssetStore._properties_row = properties_row  # type: ignore[method-assign]
         # a range of a few rows is written by delta-rs: killed as its rows are laid out
-        real_rows = asset_store.as_partition_rows
+        real_rows = driver_writes.as_partition_rows
 
         def partition_rows(rows, schema, partition):  # type: ignore[no-untyped-def]
             if hit("cdc"):
                 kill_driver()
             return real_rows(rows, schema, partition)
 
-        asset_store.as_partition_rows = partition_rows
+        driver_writes.as_partition_rows = partition_rows
     elif stage == "merge":
         real_merge = mirror_store._run_merge
         killer = F.udf(_kill_on_first_row, BooleanType(), useArrow=False).asNondeterministic()
@@ -240,6 +246,7 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
             return found
 
         asset_store.last_commit_published = newest_commit
+        driver_writes.last_commit_published = newest_commit
     else:
         raise SystemExit(f"unknown stage {stage!r}; one of {', '.join(STAGES)}")
 

@@ -19,8 +19,9 @@ from pyspark.sql import types as T
 
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import asset_store, mirror_store
-from cdc_assets.spark.asset_store import AssetStore, NotPublished, OldLayout, RowsInDriver
-from cdc_assets.spark.commit_metadata import USER_METADATA_CONF, to_json
+from cdc_assets.spark.asset_store import AssetStore, OldLayout
+from cdc_assets.spark.commit_metadata import USER_METADATA_CONF, NotPublished, to_json
+from cdc_assets.spark.driver_writes import RowsInDriver
 from cdc_assets.spark.mirror_merge import rows_after_keyed_changes, rows_after_multiset_changes
 from cdc_assets_tests.spark.change_rows import change_rows, lsn, sorted_rows
 

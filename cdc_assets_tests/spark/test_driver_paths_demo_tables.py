@@ -24,8 +24,9 @@ from cdc_assets import emulator
 from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import asset_store, delta_log, mirror_store, sqlserver_source
-from cdc_assets.spark.asset_store import AssetStore, RowsInDriver
+from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.delta_location import local_path
+from cdc_assets.spark.driver_writes import RowsInDriver
 from cdc_assets.spark.stored_columns import STORED_NAME, STORED_TYPE
 from cdc_assets.sqlserver import discover, get_max_lsn
 from cdc_assets.workload import DEMO_TABLES, TableDef, create_demo_database

@@ -20,8 +20,9 @@ from pyspark.sql import SparkSession
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import deletion_vectors, delta_log, mirror_store
 from cdc_assets.spark import merge_with_deletion_vectors as driver_merge
-from cdc_assets.spark.asset_store import AssetStore, RowsInDriver
+from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.delta_location import local_path
+from cdc_assets.spark.driver_writes import RowsInDriver
 from cdc_assets_tests.spark.change_rows import change_rows, lsn, sorted_rows
 from cdc_assets_tests.support.outside_spark import read_with_duckdb
 

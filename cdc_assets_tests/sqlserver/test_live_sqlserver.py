@@ -27,7 +27,7 @@ from cdc_assets.config import parse_config
 from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.sync.source import load_source
 from cdc_assets.lsn import LsnRange
-from cdc_assets.spark.asset_store import NotPublished
+from cdc_assets.spark.commit_metadata import NotPublished
 from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.catalog import CaptureInstance, database_info, discover
 from cdc_assets.sqlserver.changes import read_changes

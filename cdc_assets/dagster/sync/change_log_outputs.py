@@ -17,9 +17,10 @@ from pyspark.sql import DataFrame, SparkSession
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.records import Coverage, RangeProperties
 from cdc_assets.spark import sqlserver_source
-from cdc_assets.spark.asset_store import DRIVER_WRITE_ROWS, AssetStore, RowsInDriver
+from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.change_log_properties import range_of, range_properties
 from cdc_assets.spark.commit_metadata import Published
+from cdc_assets.spark.driver_writes import DRIVER_WRITE_ROWS, RowsInDriver
 from cdc_assets.spark.session import write_parallelism
 from cdc_assets.spark.snapshot_chunks import BatchCommitted, SnapshotProgress, write_in_chunks
 from cdc_assets.sqlserver import (

@@ -27,9 +27,10 @@ from dagster import (
 from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.spark.asset_store import AssetStore, Finalize, RowsInDriver
+from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.commit_metadata import Published
-from cdc_assets.spark.partition_rows import Properties
+from cdc_assets.spark.driver_writes import RowsInDriver
+from cdc_assets.spark.partition_rows import Finalize, Properties
 from cdc_assets.spark.sqlserver_source import unwrap_source_error
 
 LAYOUT = "cdc_assets/layout"
