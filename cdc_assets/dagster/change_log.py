@@ -2,12 +2,12 @@
 dynamic partitions definition — ``snapshot`` (the rows at the snapshot LSN) and ``<lo>-<hi>`` (the
 change rows with ``lo < __$start_lsn <= hi``).
 
-One multi-asset per group of a source's tables (:mod:`.table_steps`); a range run selects the
+One multi-asset per group of a source's tables (:mod:`.sync.table_steps`); a range run selects the
 tables that changed in the range (the sync sensor counts them) and records the range for the
-source's other tables, quiet, in its sync state (:mod:`.quiet_ranges`; the run's first
+source's other tables, quiet, in its sync state (:mod:`.sync.quiet_ranges`; the run's first
 change-log step does it). The reads are Spark jobs whose tasks open their own connections
 on the executors (:mod:`cdc_assets.spark.sqlserver_source`), several tables at a time
-(:mod:`.table_pool`). Each output is published with properties computed
+(:mod:`.sync.table_pool`). Each output is published with properties computed
 from the written data, and two checks per table follow it:
 
 - ``coverage``: after the write, the capture instance's min LSN is still at or below ``lo + 1``
@@ -22,8 +22,8 @@ block the mirrors step (which refuses such a table's range itself and fails the 
 naming it); a snapshot run fails at the end naming its failed tables. Only an error of the whole
 source (unreachable, login refused) fails the run at once.
 
-This module holds the asset factory; what a partition writes is in :mod:`.change_log_outputs`,
-the checks in :mod:`.change_log_checks`, snapshot and gap marks in :mod:`.change_log_state`.
+This module holds the asset factory; what a partition writes is in :mod:`.sync.change_log_outputs`,
+the checks in :mod:`.change_log_checks`, snapshot and gap marks in :mod:`.sync.change_log_state`.
 """
 
 import threading
@@ -94,7 +94,7 @@ def build_change_logs(
     source: Source, partitions: DynamicPartitionsDefinition
 ) -> list[AssetsDefinition]:
     """The change-log multi-assets of ``source``: one output per captured table, one step per
-    group of tables (:mod:`.table_steps`)."""
+    group of tables (:mod:`.sync.table_steps`)."""
     groups = table_groups(source.tables)
     return [_change_log_step(source, partitions, groups, i) for i in range(len(groups))]
 
@@ -154,7 +154,7 @@ def _change_log_step(
         context: AssetExecutionContext,
     ) -> Iterator[Output | AssetCheckResult | AssetMaterialization]:
         lsn_range = parse_partition(context.partition_key)
-        if lsn_range is not None:  # the runs of earlier ranges first (:mod:`.range_order`)
+        if lsn_range is not None:  # the runs of earlier ranges first (:mod:`.sync.range_order`)
             wait_for_earlier_ranges(context.instance, source.name, context.run, context.log.info)
         spark = context.resources.pyspark.spark_session
         selected = [by_key[k] for k in context.selected_asset_keys if k in by_key]
@@ -169,7 +169,7 @@ def _change_log_step(
 
         def table_events(table: Table) -> Iterator[Event]:
             """One table's partition, committed here: its failure is its own (the caller). Runs
-            in a worker thread (:mod:`.table_pool`): its events are yielded by the step."""
+            in a worker thread (:mod:`.sync.table_pool`): its events are yielded by the step."""
             conn = conns.get()
             found = catalog.get((table.schema, table.name))
             snapshot: SnapshotInfo | None = None
@@ -362,7 +362,7 @@ def _record_snapshots(
     failures: dict[Table, str],
 ) -> None:
     """The new snapshots into the sync state (as their partitions were published), and the
-    tables whose snapshot failed, each retried on its own schedule (:mod:`.table_failures`)."""
+    tables whose snapshot failed, each retried on its own schedule (:mod:`.sync.table_failures`)."""
     if not tables and not failures:
         return
     sync = SourceSync.load(source, fill=False)  # a new snapshot: the mirror is rebuilt anyway
@@ -385,7 +385,7 @@ def _record_quiet_tables(
     times: RangeTimes,
 ) -> Iterator[AssetMaterialization]:
     """The range for the tables this run does not work on, where they are quiet
-    (:mod:`.quiet_ranges`): one sync-state write; their reports to Dagster, each with its
+    (:mod:`.sync.quiet_ranges`): one sync-state write; their reports to Dagster, each with its
     checks' results (``chain``: the ranges back to this one's start and the retired end;
     ``times``: the range's commit times, asked of the source once per run)."""
     if not others:

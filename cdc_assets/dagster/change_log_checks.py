@@ -182,7 +182,7 @@ def schema_change_result(
 
 def quiet_coverage_result(table: Table, lsn_range: LsnRange) -> AssetCheckResult:
     """``coverage`` of a range recorded quiet: no change rows in it, counted while the validity
-    interval held it (:mod:`.quiet_ranges`)."""
+    interval held it (:mod:`.sync.quiet_ranges`)."""
     return AssetCheckResult(
         asset_key=table.change_log_key,
         check_name=COVERAGE,

@@ -76,7 +76,7 @@ def source_definitions(source: Source) -> Definitions:
     job = define_asset_job(
         sync_job_name(source.name),
         # Every run evaluates the change logs' checks, the mirrors step reports at_chain_end for
-        # its mirrors itself (:mod:`.chain_end_check`), capture_health follows (a few catalog
+        # its mirrors itself (:mod:`.sync.chain_end_check`), capture_health follows (a few catalog
         # queries), so every check the UI shows has a current result; reconcile (an exact
         # snapshot of the source to count its rows) runs with capture_health on the schedule
         # below. The at_chain_end check step stays in the job for "Execute checks".

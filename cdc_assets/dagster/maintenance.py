@@ -10,7 +10,7 @@ captured table (:mod:`cdc_assets.spark.table_maintenance`):
   passed over after reading its history;
 - with ``maintenance.drop_retired_changes``, deletes the change-log rows of the range partitions
   the sync sensor retired from Dagster (``sync.retain_ranges``; their end is
-  :func:`.chain.retired_through`), which no mirror needs any more: every mirror applied them;
+  :func:`.sync.chain.retired_through`), which no mirror needs any more: every mirror applied them;
 
 then deletes the source's finished runs older than ``maintenance.keep_runs`` with their events,
 compute logs and (SQLite storage) event files, except what the UI still shows: a sync run is kept

@@ -277,7 +277,7 @@ def build_mirrors(
     source: Source, partitions: DynamicPartitionsDefinition
 ) -> list[AssetsDefinition]:
     """The mirror multi-assets of ``source``: one output per captured table, one step per group
-    of tables (:mod:`.table_steps`), each after its group's change logs."""
+    of tables (:mod:`.sync.table_steps`), each after its group's change logs."""
     groups = table_groups(source.tables)
     return [_mirror_step(source, partitions, g, i, len(groups)) for i, g in enumerate(groups)]
 
@@ -362,7 +362,7 @@ def _mirror_step(
                 failed[done.table.qualified_name] = message
                 failed_tables[done.table] = message
         # where the mirrors are now, for the sensor (after their commits: never ahead of them),
-        # and the tables that failed, each retried on its own schedule (:mod:`.table_failures`)
+        # and the tables that failed, each retried on its own schedule (:mod:`.sync.table_failures`)
         record_failures(context.instance, context.run.run_id, spark, sync, failed_tables, updates)
         # at_chain_end of every mirror of the run, also when one failed (see .chain_end_check);
         # yielded, not logged: events logged with context.log_event reach Dagster only with the

@@ -13,8 +13,8 @@ from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
 from cdc_assets.config import ConfigError, ProjectConfig, parse_config
-from cdc_assets.dagster import sync_sensor
 from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.chain import range_partitions
 from cdc_assets.dagster.sync.names import (
     PARTITION_TAG,
@@ -131,7 +131,7 @@ def test_a_dropped_capture_instance_holds_back_its_table_only(
     the next ranges go on without it (docs/design.md section 8)."""
     # the table behind waits for its retry all through the test: on a slow machine the steps
     # after the failed run took longer than the 30 s pause, and the tick retried it first
-    monkeypatch.setattr(sync_sensor, "_retry_pause", lambda source: 3600.0)
+    monkeypatch.setattr(retry_waits, "retry_pause", lambda source: 3600.0)
     harness.sync()
     for _ in range(5):
         harness.workload.step()

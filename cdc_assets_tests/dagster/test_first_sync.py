@@ -15,8 +15,9 @@ from dagster import DagsterInstance, RunRequest
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.dagster import change_log, sync_sensor
+from cdc_assets.dagster import change_log
 from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.names import RANGE_LANE_TAG, SNAPSHOT_PARTITION
 from cdc_assets.dagster.sync.source import Table
 from cdc_assets.dagster.sync.sync_state import SourceSync
@@ -126,13 +127,13 @@ def test_a_table_that_cannot_be_snapshotted_holds_back_no_other(
     assert f"{keyless.qualified_name} (failed 1x, next try in" in waiting, waiting
 
     # its pause over, it is tried alone, fails again, and waits longer: the pause doubles
-    monkeypatch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
+    monkeypatch.setattr(retry_waits, "retry_pause", lambda _source: 0.0)
     (retry,) = harness.tick().run_requests
     assert retry.partition_key == SNAPSHOT_PARTITION and _selected(harness, retry) == {keyless}
     assert not harness.execute(retry).success
     assert SourceSync.load(harness.source)[keyless].failures == 2
     assert pause_after(2, 30.0, 1800.0) == 60.0 and pause_after(9, 30.0, 1800.0) == 1800.0
-    monkeypatch.setattr(sync_sensor, "_retry_pause", lambda _source: 30.0)
+    monkeypatch.setattr(retry_waits, "retry_pause", lambda _source: 30.0)
     waiting = harness.tick().skip_message or ""
     assert "(failed 2x, next try in" in waiting, waiting
     seconds = float(waiting.split("next try in ")[1].split(" s")[0])
@@ -140,7 +141,7 @@ def test_a_table_that_cannot_be_snapshotted_holds_back_no_other(
 
     # snapshot isolation on: its next attempt succeeds and it joins the chain
     _snapshot_isolation(harness, on=True)
-    monkeypatch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
+    monkeypatch.setattr(retry_waits, "retry_pause", lambda _source: 0.0)
     harness.sync()
     _change(harness, harness.source.tables, 20)
     harness.sync()

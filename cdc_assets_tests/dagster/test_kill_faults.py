@@ -41,9 +41,9 @@ from pyspark.sql import functions as F
 
 from cdc_assets import emulator
 from cdc_assets.config import parse_config
-from cdc_assets.dagster import sync_sensor
 from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.names import PARTITION_TAG, SOURCE_TAG
 from cdc_assets.dagster.sync.source import load_source
 from cdc_assets.lsn import LsnRange
@@ -347,7 +347,7 @@ def _kill_and_recover(
     assert not paused.run_requests and "retrying after" in (paused.skip_message or "")
     keys_before = set(instance.get_dynamic_partitions(f"{SOURCE}_lsn"))
     with monkeypatch.context() as patch:
-        patch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
+        patch.setattr(retry_waits, "retry_pause", lambda _source: 0.0)
         retry = harness.tick()
     (rerun,) = retry.run_requests
     assert rerun.partition_key == key and rerun.tags[PARTITION_TAG] == key

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from dagster import RunRequest
 
-from cdc_assets.dagster import change_log, sync_sensor
+from cdc_assets.dagster import change_log
 from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.names import CATCH_UP_TAG
 from cdc_assets.dagster.sync.source import Table
 from cdc_assets.lsn import LsnRange
@@ -88,7 +89,7 @@ def test_a_table_that_fails_a_range_catches_up_while_the_others_keep_syncing(
     assert mirror_lsn(harness.source, failing) == start
 
     # 3. after the pause it catches up from where it stopped: r1, then r2, that table only
-    monkeypatch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
+    monkeypatch.setattr(retry_waits, "retry_pause", lambda _source: 0.0)
     for expected in (r1, r2):
         data = harness.tick()
         assert len(data.run_requests) == 1, data.skip_message

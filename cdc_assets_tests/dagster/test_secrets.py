@@ -26,13 +26,13 @@ from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
 from cdc_assets.config import parse_config
-from cdc_assets.dagster import sync_sensor
 from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.demo.in_process import (
     apply_partition_requests,
     evaluate_sensor,
     execute_request,
 )
+from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, sync_job_name
 from cdc_assets.dagster.sync.source import Source, select_tables
 from cdc_assets.sqlserver import discover
@@ -157,7 +157,7 @@ def test_password_reaches_no_dagster_storage(
         # 3. once snapshots exist, the tick itself logs in (max LSN) and skips with the refusal
         # (without the pause the sensor keeps after a run that failed as a whole)
         _publish_snapshot_properties(spark, source)
-        monkeypatch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
+        monkeypatch.setattr(retry_waits, "retry_pause", lambda _source: 0.0)
         skipped = tick()
         assert skipped.run_requests == []
         texts["sensor skip"] = skipped.skip_message or ""

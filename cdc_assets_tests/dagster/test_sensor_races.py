@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from dagster import RunRequest
 
-from cdc_assets.dagster import sync_sensor
+from cdc_assets.dagster import range_lane
 from cdc_assets.dagster.sync.chain import range_partitions
 from cdc_assets.dagster.sync.names import partitions_name
 from cdc_assets.lsn import Lsn
@@ -41,7 +41,7 @@ def _steady(harness: SyncHarness) -> None:
 def _max_lsn_moving_on(harness: SyncHarness) -> Callable[[Any], Lsn]:
     """``get_max_lsn`` that commits and captures one more transaction right after it reads, so
     each evaluation sees a different max LSN, and then dawdles to widen the race window."""
-    real = sync_sensor.get_max_lsn
+    real = range_lane.get_max_lsn
     writing = threading.Lock()
     event = threading.Event()
 
@@ -64,7 +64,7 @@ def test_two_racing_evaluations_add_one_range_and_ask_for_one_run(
     for _ in range(10):
         harness.workload.step()
     harness.capture()
-    monkeypatch.setattr(sync_sensor, "get_max_lsn", _max_lsn_moving_on(harness))
+    monkeypatch.setattr(range_lane, "get_max_lsn", _max_lsn_moving_on(harness))
 
     results: list[Any] = []
     threads = [threading.Thread(target=lambda: results.append(harness.evaluate())) for _ in "ab"]

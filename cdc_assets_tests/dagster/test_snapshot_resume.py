@@ -22,8 +22,9 @@ import pytest
 from dagster import DagsterInstance, DagsterRunStatus, Failure, RunRequest, instance_for_test
 from pyspark.sql import SparkSession
 
-from cdc_assets.dagster import mirror, sync_sensor
+from cdc_assets.dagster import mirror
 from cdc_assets.dagster.demo.run_lines import progress_lines
+from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.change_log_state import snapshot_info
 from cdc_assets.dagster.sync.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, SOURCE_TAG
 from cdc_assets.dagster.sync.snapshot_resume import resume_decision
@@ -91,7 +92,7 @@ def _snapshot_request(harness: SyncHarness, monkeypatch: pytest.MonkeyPatch) -> 
         assert not waiting.run_requests and "in progress" in (waiting.skip_message or "")
         harness.instance.report_run_failed(runs[0])
     with monkeypatch.context() as patch:
-        patch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
+        patch.setattr(retry_waits, "retry_pause", lambda _source: 0.0)
         data = harness.tick()
     (request,) = data.run_requests
     assert request.partition_key == SNAPSHOT_PARTITION

@@ -22,7 +22,7 @@ import pytest
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
-from cdc_assets.dagster import sync_sensor
+from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.chain import range_partitions
 from cdc_assets.dagster.sync.names import partitions_name
 from cdc_assets.emulator import faults
@@ -73,7 +73,7 @@ def test_random_workload_and_faults_end_with_every_mirror_equal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     harness = make_harness(tmp_path, spark, instance, seed=7, max_transactions=6)
-    monkeypatch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
+    monkeypatch.setattr(retry_waits, "retry_pause", lambda _source: 0.0)
     rng = random.Random(11)
     stats: Counter[str] = Counter()
     deadline = time.monotonic() + SOAK_SECONDS

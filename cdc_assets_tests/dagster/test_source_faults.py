@@ -15,8 +15,8 @@ import itertools
 import pytest
 from dagster import DagsterEventType, ExecuteInProcessResult
 
-from cdc_assets.dagster import sync_sensor
 from cdc_assets.dagster.mirror import mirror_lsn
+from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.chain import range_partitions
 from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.dagster.sync.source import Table
@@ -46,7 +46,7 @@ def _retry_now(harness: SyncHarness, monkeypatch: pytest.MonkeyPatch, key: str) 
     """The sensor waits after a failure, then requests the same partition again, and it works."""
     data = harness.tick()
     assert not data.run_requests and "retrying after" in (data.skip_message or "")
-    monkeypatch.setattr(sync_sensor, "_retry_pause", lambda _source: 0.0)
+    monkeypatch.setattr(retry_waits, "retry_pause", lambda _source: 0.0)
     data = harness.tick()
     assert [r.partition_key for r in data.run_requests] == [key]
     assert data.run_requests[0].run_key == f"{key}#1"  # a new run, not the failed one again

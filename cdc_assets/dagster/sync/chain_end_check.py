@@ -6,7 +6,7 @@ stays where it was) would leave such a step unexecuted, and the UI would show ev
 run red ("execution failed") although only one is behind. The change-log step does the same for
 the quiet tables it records. Evaluations are yielded before the step may raise its Failure: events
 logged with ``context.log_event`` reach Dagster only with the step's next yield. The check stays
-defined in :mod:`.mirror_checks`, so "Execute checks" in the UI runs it on demand.
+defined in :mod:`..mirror_checks`, so "Execute checks" in the UI runs it on demand.
 """
 
 from dagster import AssetCheckEvaluation, AssetCheckResult, AssetCheckSeverity

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 class CatalogRecorder(Protocol):
-    """Keeps the catalog the definitions are built from up to date (see :mod:`.component`)."""
+    """Keeps the catalog the definitions are built from up to date (see :mod:`..component`)."""
 
     def record(self, found: dict[tuple[str, str], SourceTable], instance: Any) -> str | None:
         """Record ``found`` if it differs from the recorded catalog; what was done, or None."""

@@ -1,0 +1,83 @@
+"""How long a table or a source waits after a failure: the retry pause, doubling up to
+``sync.max_retry_pause``, and the skip reason that says who waits and until when."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+
+from dagster import (
+    DagsterInstance,
+    DagsterRunStatus,
+    RunsFilter,
+)
+
+from cdc_assets.config import duration_seconds
+
+from .names import (
+    PARTITION_TAG,
+    SOURCE_TAG,
+)
+from .source import Source, Table
+from .sync_state import SourceSync
+from .table_failures import FAILED_TABLES_TAG, seconds_to_wait
+
+FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
+
+
+def retry_pause(source: Source) -> float:
+    """The pause after a failed run: before the source is tried again after a run that failed
+    as a whole, before a table is tried again after its first failure in a row."""
+    return max(30.0, 6.0 * source.config.sync.sensor_interval_seconds)
+
+
+def table_waits(
+    source: Source, sync: SourceSync, tables: Iterable[Table], moment: float
+) -> dict[Table, float]:
+    """Those of ``tables`` that failed on their own a moment ago: the seconds each still waits
+    (the pause grows with each failure in a row, :mod:`.table_failures`)."""
+    base = retry_pause(source)
+    bound = duration_seconds(source.config.sync.max_retry_pause)
+    return {
+        t: left
+        for t in tables
+        if (left := seconds_to_wait(sync[t], base, bound, moment)) is not None
+    }
+
+
+def waiting_text(source: Source, sync: SourceSync, waits: Mapping[Table, float]) -> str:
+    """What the tables in ``waits`` wait for, for a skip reason (the first few by name)."""
+    shown = sorted(waits, key=lambda t: t.qualified_name)
+    parts = [
+        f"{t.qualified_name} (failed {sync[t].failures}x, next try in {waits[t]:.0f} s: "
+        f"{(sync[t].failure or '')[:200]})"
+        for t in shown[:3]
+    ]
+    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    return "waiting after failures: " + "; ".join(parts) + more
+
+
+def recent_failure(instance: DagsterInstance, source: Source) -> str | None:
+    """Why to wait before anything else runs: the source's latest finished run failed as a
+    whole (the source unreachable, a killed process) only a moment ago. A run that failed for
+    some tables only (they are named in its tag) pauses those tables alone (their sync state)."""
+    records = instance.get_run_records(
+        filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=FINISHED), limit=1
+    )
+    if not records:
+        return None
+    record = records[0]
+    run = record.dagster_run
+    if run.status != DagsterRunStatus.FAILURE or FAILED_TABLES_TAG in run.tags:
+        return None
+    ended = record.end_time
+    if ended is None:
+        return None
+    waited = dt.datetime.now(dt.UTC).timestamp() - ended
+    pause = retry_pause(source)
+    if waited >= pause:
+        return None
+    return (
+        f"run {run.run_id} ({run.tags.get(PARTITION_TAG, '?')}) failed {waited:.0f} s "
+        f"ago; retrying after {pause:.0f} s"
+    )
