@@ -26,7 +26,7 @@ from cdc_assets.config import load_config
 from cdc_assets.dagster.sync.source import Source, load_source
 from cdc_assets.process_group import ProcessGroup
 from cdc_assets.spark import connect_server
-from cdc_assets.spark.mirror_store import position_of
+from cdc_assets.spark.mirror_versions import position_of
 from cdc_assets.sqlserver import find_max_lsn, last_transaction_lsn
 from cdc_assets_tests.support.dagster_dev import dagster_dev_command, server_answers
 from cdc_assets_tests.support.net import free_port

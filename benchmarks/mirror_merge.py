@@ -47,8 +47,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.spark import mirror_store
 from cdc_assets.spark.asset_store import AssetStore
+from cdc_assets.spark.driver_merges import DRIVER_MERGE_ROWS
 from cdc_assets.spark.mirror_merge import rows_after_keyed_changes, rows_after_multiset_changes
-from cdc_assets.spark.mirror_store import DRIVER_MERGE_ROWS
 
 LSN_WIDTH = 20  # hex digits of a binary(10) LSN
 DATA = """

@@ -59,7 +59,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.records import MirrorPosition
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.delta_location import delta_rs_uri
-from cdc_assets.spark.mirror_store import position_properties
+from cdc_assets.spark.mirror_versions import position_properties
 from cdc_assets.spark.partition_rows import PARTITION_COLUMN, PROPERTIES_COLUMN, WRITE_ID
 from cdc_assets.sqlserver import get_max_lsn
 

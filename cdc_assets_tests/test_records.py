@@ -5,7 +5,7 @@ from __future__ import annotations
 from cdc_assets.lsn import Lsn
 from cdc_assets.records import MirrorPosition
 from cdc_assets.spark.commit_metadata import to_json
-from cdc_assets.spark.mirror_store import position_of, position_properties
+from cdc_assets.spark.mirror_versions import position_of, position_properties
 
 # a mirror's commit properties as the mirror step wrote them before the records (a merge: no
 # row count, which the MERGE's metrics give after the commit)

@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.records import MirrorPosition
-from cdc_assets.spark import mirror_store
+from cdc_assets.spark import mirror_store, mirror_versions, spark_merges
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.change_log_properties import range_of
 from cdc_assets.spark.commit_metadata import Published
@@ -79,7 +79,7 @@ def mirror_position(
 def _position(
     committed: dict[str, Any] | None, source: Source, table: Table, sync: SourceSync | None
 ) -> MirrorPosition | None:
-    position = mirror_store.position_of(committed)
+    position = mirror_versions.position_of(committed)
     if position is None:
         return None
     if sync is None:
@@ -235,7 +235,7 @@ def _mirror_output(
     properties: dict[str, Any] = {
         **as_of,
         "kind": "mirror",
-        **mirror_store.position_properties(reached),
+        **mirror_versions.position_properties(reached),
         "snapshot_lsn": snapshot.snapshot_lsn.hex,
         "replay_from": snapshot.replay_from.hex,
         "previous_lsn": start.hex,
@@ -256,7 +256,7 @@ def _mirror_output(
         )
 
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
-        reached = mirror_store.position_of(p)
+        reached = mirror_versions.position_of(p)
         assert reached is not None and reached.lsn is not None
         return {
             "dagster/row_count": reached.rows,
@@ -405,12 +405,12 @@ def _mirror_step(
                 at, rows = position.lsn, position.rows
                 commit_lsn = position.commit_lsn or position.lsn
                 if rows is None:
-                    rows = mirror_store.row_count(spark, source.store.location(key.path))
+                    rows = spark_merges.row_count(spark, source.store.location(key.path))
                 moved = with_mirror(row, position.snapshot_version, commit_lsn, rows, None)
                 updates[table] = cleared(replace(moved, mirror_at=max(at, commit_lsn)))
             return
         published = commit(spark, source.store, key.path, None, stored)
-        reached = mirror_store.position_of(published.properties)
+        reached = mirror_versions.position_of(published.properties)
         if published.committed:
             assert reached is not None and reached.snapshot_version is not None
             row = with_mirror(row, reached.snapshot_version, lsn_range.hi, reached.rows, now())

@@ -25,7 +25,7 @@ from dagster import (
 from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.spark import mirror_store
+from cdc_assets.spark import mirror_versions
 from cdc_assets.sqlserver import (
     CaptureNotReady,
     SnapshotIsolationNotAllowed,
@@ -69,7 +69,7 @@ def _mirror_at(spark: SparkSession, source: Source, table: Table) -> tuple[Lsn, 
     """The mirror's LSN and its row count, both of one Delta version (a sync run may merge
     the next range meanwhile); None before its first materialization."""
     found = source.store.commit_properties(table.mirror_key.path)
-    position = mirror_store.position_of(found[1]) if found is not None else None
+    position = mirror_versions.position_of(found[1]) if found is not None else None
     if found is None or position is None or position.lsn is None:
         return None
     rows = source.store.read(spark, table.mirror_key.path, None, version=found[0]).count()

@@ -7,7 +7,7 @@ Spark's MERGE of ten changes into a mirror of ten million rows writes a few kilo
 about twenty Spark jobs and their query planning: seconds, whatever the table's size, which is
 what keeps a mirror's freshness and a range's cost from following its changes. delta-rs merges
 in milliseconds but writes no deletion vectors, and a large mirror has them (Spark's MERGE turned
-them on). So for a small range (:data:`.mirror_store.DRIVER_MERGE_ROWS` change rows) into a
+them on). So for a small range (:data:`.driver_merges.DRIVER_MERGE_ROWS` change rows) into a
 mirror on a local file system, its keys in files of at most :data:`DRIVER_SCAN_ROWS` rows, this
 module makes the commit itself, as the Delta protocol says:
 
@@ -210,7 +210,7 @@ def deletion_vector_merge_multiset(
     properties: Mapping[str, Any],
 ) -> Published | None:
     """Apply ``changes`` to the keyless mirror (deletion vectors on) as Spark's MERGE of
-    :func:`.mirror_store.spark_merge_multiset` would: every copy of each distinct row the changes
+    :func:`.spark_merges.spark_merge_multiset` would: every copy of each distinct row the changes
     touch is deleted (its position added to its file's vector) and the row written again as
     many times as it now occurs; rows compare null-safe in every column, as ``<=>`` does.
     Nothing changes when the changes cancel out: the table's version, not committed. None,
@@ -353,7 +353,7 @@ def _matches(
 
 
 def _keyed_parameters(key_columns: Sequence[str]) -> dict[str, str]:
-    """The operationParameters of the keyed MERGE (as :func:`.mirror_store.spark_merge_keyed`)."""
+    """The operationParameters of the keyed MERGE (as :func:`.spark_merges.spark_merge_keyed`)."""
     return {
         "predicate": json.dumps([" AND ".join(f"t.{k} = s.{k}" for k in key_columns)]),
         "matchedPredicates": json.dumps(
@@ -371,7 +371,7 @@ def _keyed_parameters(key_columns: Sequence[str]) -> dict[str, str]:
 
 def _multiset_parameters(columns: Sequence[str]) -> dict[str, str]:
     """The operationParameters of the keyless MERGE (as
-    :func:`.mirror_store.spark_merge_multiset`)."""
+    :func:`.spark_merges.spark_merge_multiset`)."""
     on = " AND ".join(f"t.{c} <=> s.{c}" for c in columns)
     return {
         "predicate": json.dumps([f"s.action = 'd' AND {on}"]),

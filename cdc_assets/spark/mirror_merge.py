@@ -64,7 +64,7 @@ def last_change_per_key_in_driver(
     changes: pa.Table, key_columns: Sequence[str], snapshot_lsn: bytes | None = None
 ) -> pa.Table:
     """:func:`last_change_per_key` of change rows held in the driver (Arrow): a small range's,
-    merged without Spark (:func:`.mirror_store.driver_merge_keyed`)."""
+    merged without Spark (:func:`.driver_merges.driver_merge_keyed`)."""
     if not key_columns:
         raise ValueError("last_change_per_key needs key columns; keyless tables are multisets")
     last: dict[tuple[object, ...], int] = {}

@@ -261,11 +261,11 @@ def main(argv: list[str]) -> int:
     # The cluster's path: every read, write and MERGE in Spark, as for tables above the size
     # that the driver reads and delta-rs writes and merges itself (the demo's tables are small).
     from cdc_assets.dagster import change_log_outputs
-    from cdc_assets.spark import asset_store, mirror_store
+    from cdc_assets.spark import asset_store, driver_merges, mirror_store
 
     for module in (change_log_outputs, mirror_store, asset_store):
         module.DRIVER_WRITE_ROWS = 0  # type: ignore[attr-defined]
-    mirror_store.DRIVER_MERGE_ROWS = 0  # nor are deletion vectors written in the driver
+    driver_merges.DRIVER_MERGE_ROWS = 0  # nor are deletion vectors written in the driver
 
     # The session the project's resource builds from the config; runs get it via getOrCreate.
     resource = (defs.resources or {})["pyspark"]

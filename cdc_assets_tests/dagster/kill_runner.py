@@ -146,7 +146,7 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
         asset_store,
         driver_writes,
         mirror_merge,
-        mirror_store,
+        spark_merges,
         sqlserver_source,
     )
     from cdc_assets.spark.asset_store import AssetStore
@@ -217,7 +217,7 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
 
         driver_writes.as_partition_rows = partition_rows
     elif stage == "merge":
-        real_merge = mirror_store._run_merge
+        real_merge = spark_merges.run_merge
         killer = F.udf(_kill_on_first_row, BooleanType(), useArrow=False).asNondeterministic()
 
         def run_merge(spark, store, uri, source, statement, properties):  # type: ignore[no-untyped-def]
@@ -225,7 +225,7 @@ def _arm(stage: str, nth: int, storage: Path) -> None:
                 source = source.where(killer(F.lit(0)))
             return real_merge(spark, store, uri, source, statement, properties)
 
-        mirror_store._run_merge = run_merge
+        spark_merges.run_merge = run_merge
         # a small range is merged in the driver: killed once its checks passed, before it merges
         real_last = mirror_merge.last_change_per_key_in_driver
 

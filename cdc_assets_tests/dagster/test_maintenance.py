@@ -20,7 +20,7 @@ from cdc_assets.dagster.sync.names import (
 )
 from cdc_assets.spark import mirror_store, table_maintenance
 from cdc_assets.spark.delta_location import local_path
-from cdc_assets.spark.mirror_store import lsn_versions, read_mirror_as_of
+from cdc_assets.spark.mirror_versions import lsn_versions, read_mirror_as_of
 from cdc_assets.workload import DEMO_TABLES
 
 from .conftest import SOURCE, SyncHarness, failure_text, make_harness

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
 from cdc_assets.dagster.sync.source import Table
-from cdc_assets.spark import mirror_store
+from cdc_assets.spark import driver_merges, mirror_store
 from cdc_assets.workload import small_tables
 from cdc_assets_tests.support.outside_spark import read_with_duckdb
 from cdc_assets_tests.support.spark_jobs import newest_job
@@ -68,7 +68,7 @@ def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
     _assert_mirror_equals_its_table(harness, changed)
 
     # above the size limit Spark merges, and turns deletion vectors on for the mirror
-    limit = mirror_store.DRIVER_MERGE_ROWS
+    limit = driver_merges.DRIVER_MERGE_ROWS
     monkeypatch.setattr(mirror_store, "DRIVER_MERGE_ROWS", 0)
     harness.write(f"UPDATE [dbo].[{other.name}] SET [qty] = 5 WHERE [id] = 3")
     assert harness.sync() == 1

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_assets.lsn import Lsn
-from cdc_assets.spark import asset_store, mirror_store
+from cdc_assets.spark import asset_store, driver_merges, mirror_store, mirror_versions, spark_merges
 from cdc_assets.spark.asset_store import AssetStore, OldLayout
 from cdc_assets.spark.commit_metadata import USER_METADATA_CONF, NotPublished, to_json
 from cdc_assets.spark.driver_writes import RowsInDriver
@@ -193,7 +193,7 @@ def test_a_small_new_table_is_created_by_delta_rs_as_spark_would_create_it(
     settings = store.delta_table(mirror).metadata().configuration
     assert settings == {"delta.enableChangeDataFeed": "true"}
     changes = change_rows(spark, [(11, 1, 4, 2, "two")], "id int, `odd name` string")
-    published = mirror_store.spark_merge_keyed(
+    published = spark_merges.spark_merge_keyed(
         spark,
         store,
         mirror,
@@ -204,7 +204,7 @@ def test_a_small_new_table_is_created_by_delta_rs_as_spark_would_create_it(
     )
     assert published.metrics.get("numTargetDeletionVectorsAdded", 0) >= 1
     assert (
-        store.delta_table(mirror).metadata().configuration == mirror_store.MIRROR_TABLE_PROPERTIES
+        store.delta_table(mirror).metadata().configuration == spark_merges.MIRROR_TABLE_PROPERTIES
     )
     assert sorted_rows(store.read(spark, mirror, None)) == [
         (0, "0"),
@@ -213,7 +213,8 @@ def test_a_small_new_table_is_created_by_delta_rs_as_spark_would_create_it(
         (3, "3"),
     ]
     assert (
-        mirror_store.read_mirror_as_of(spark, store.location(mirror), Lsn.from_int(10)).count() == 4
+        mirror_versions.read_mirror_as_of(spark, store.location(mirror), Lsn.from_int(10)).count()
+        == 4
     )
     mirror_store.rebuild(spark, store, mirror, base, {"lsn": Lsn.from_int(12).hex}, 4)
     assert "Spark" in _engine(store, mirror)
@@ -403,7 +404,7 @@ def test_keyed_merge_matches_the_reference_and_reads_as_of_lsn(
     expected = sorted_rows(
         rows_after_keyed_changes(base, changes, key_columns=["id"], snapshot_lsn=lsn(10))
     )
-    published = mirror_store.spark_merge_keyed(
+    published = spark_merges.spark_merge_keyed(
         spark,
         store,
         key,
@@ -419,11 +420,11 @@ def test_keyed_merge_matches_the_reference_and_reads_as_of_lsn(
     assert published.metrics.get("numTargetRowsUpdated") == 1
     # deletion vectors: the update and delete did not rewrite the table's file
     assert published.metrics.get("numTargetDeletionVectorsAdded", 0) >= 1
-    as_of_12 = mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(12))
+    as_of_12 = mirror_versions.read_mirror_as_of(spark, uri, Lsn.from_int(12))
     assert sorted_rows(as_of_12) == sorted_rows(base)
-    assert sorted_rows(mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(13))) == expected
+    assert sorted_rows(mirror_versions.read_mirror_as_of(spark, uri, Lsn.from_int(13))) == expected
     with pytest.raises(NotPublished):
-        mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(9))
+        mirror_versions.read_mirror_as_of(spark, uri, Lsn.from_int(9))
     feed = (
         spark.read.format("delta")
         .option("readChangeFeed", "true")
@@ -462,7 +463,7 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
         assert _engine(store, key).startswith("delta-rs")
     properties = {"lsn": Lsn.from_int(20).hex}
     in_driver = RowsInDriver(changes.schema, changes.toArrow)
-    published = mirror_store.driver_merge_keyed(
+    published = driver_merges.driver_merge_keyed(
         store,
         ["driver"],
         in_driver,
@@ -473,7 +474,7 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
         change_rows=30,
     )
     assert published is not None and published.user_metadata == to_json(properties)
-    twin = mirror_store.spark_merge_keyed(
+    twin = spark_merges.spark_merge_keyed(
         spark,
         store,
         ["spark"],
@@ -492,9 +493,9 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
     assert "enableDeletionVectors" not in str(
         store.delta_table(["driver"]).metadata().configuration
     )
-    as_of = mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(15))
+    as_of = mirror_versions.read_mirror_as_of(spark, uri, Lsn.from_int(15))
     assert sorted_rows(as_of) == sorted_rows(base)
-    assert sorted_rows(mirror_store.read_mirror_as_of(spark, uri, Lsn.from_int(20))) == expected
+    assert sorted_rows(mirror_versions.read_mirror_as_of(spark, uri, Lsn.from_int(20))) == expected
     feed = (
         spark.read.format("delta")
         .option("readChangeFeed", "true")
@@ -505,7 +506,7 @@ def test_a_small_keyed_merge_in_the_driver_equals_spark_s(
 
     # the Spark-merged twin has deletion vectors now: not delta-rs's to merge, the driver
     # writes deletion vectors (the same changes again leave the same rows)
-    again = mirror_store.driver_merge_keyed(
+    again = driver_merges.driver_merge_keyed(
         store,
         ["spark"],
         in_driver,
@@ -535,7 +536,7 @@ def test_multiset_merge_matches_the_reference(spark: SparkSession, tmp_path: Pat
         "v string",
     )
     expected = sorted_rows(rows_after_multiset_changes(base, changes))
-    mirror_store.spark_merge_multiset(
+    spark_merges.spark_merge_multiset(
         spark, store, key, changes, snapshot_lsn=None, properties={"lsn": Lsn.from_int(3).hex}
     )
     assert sorted_rows(store.read(spark, key, None)) == expected
@@ -544,7 +545,7 @@ def test_multiset_merge_matches_the_reference(spark: SparkSession, tmp_path: Pat
     )
     too_many = change_rows(spark, [(4, 1, 1, "z")], "v string")
     with pytest.raises(Exception, match="keyless merge"):
-        mirror_store.spark_merge_multiset(
+        spark_merges.spark_merge_multiset(
             spark, store, key, too_many, snapshot_lsn=None, properties={"lsn": "x"}
         )
     assert sorted_rows(store.read(spark, key, None).select(F.col("v"))) == expected
@@ -564,7 +565,7 @@ def test_merges_from_several_threads_commit_their_own_lsn(
     def merge(name: str, lsn: int) -> None:
         try:
             changes = change_rows(spark, [(lsn, 1, 4, 1, name)], "id int, v string")
-            mirror_store.spark_merge_keyed(
+            spark_merges.spark_merge_keyed(
                 spark,
                 store,
                 ["mirror", name],

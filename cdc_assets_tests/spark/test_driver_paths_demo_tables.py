@@ -23,7 +23,15 @@ from pyspark.sql.types import StructType
 from cdc_assets import emulator
 from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.spark import asset_store, delta_log, mirror_store, sqlserver_source
+from cdc_assets.spark import (
+    asset_store,
+    delta_log,
+    driver_merges,
+    mirror_store,
+    mirror_versions,
+    spark_merges,
+    sqlserver_source,
+)
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.delta_location import local_path
 from cdc_assets.spark.driver_writes import RowsInDriver
@@ -288,7 +296,7 @@ def test_mirrors_merged_in_the_driver_equal_spark_s(
 
     for index in range(2):
         changes = table.changes(index)
-        by_spark = mirror_store.spark_merge_keyed(
+        by_spark = spark_merges.spark_merge_keyed(
             spark,
             store,
             TWIN,
@@ -300,7 +308,7 @@ def test_mirrors_merged_in_the_driver_equal_spark_s(
         for engine, key in MIRRORS.items():
             published = _in_driver(
                 spark,
-                lambda k=key, c=changes, i=index: mirror_store.driver_merge_keyed(
+                lambda k=key, c=changes, i=index: driver_merges.driver_merge_keyed(
                     store,
                     k,
                     c,
@@ -327,7 +335,7 @@ def test_mirrors_merged_in_the_driver_equal_spark_s(
 
     # Spark's MERGE into the tables the driver merged
     for key in (*MIRRORS.values(), TWIN):
-        mirror_store.spark_merge_keyed(
+        spark_merges.spark_merge_keyed(
             spark,
             store,
             key,
@@ -371,7 +379,7 @@ def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
     for index in range(2):
         key = table.ranges[index][0]
         properties = {"lsn": Lsn.from_int(10 + index).hex}
-        by_spark = mirror_store.spark_merge_multiset(
+        by_spark = spark_merges.spark_merge_multiset(
             spark,
             store,
             TWIN,
@@ -401,8 +409,8 @@ def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
         for metric in ("numTargetRowsInserted", "numTargetRowsDeleted"):
             assert published.metrics[metric] == by_spark.metrics[metric], (index, metric)
         twin_rows = store.read(spark, TWIN, None).count()
-        assert published.properties[mirror_store.ROWS] == twin_rows, index
-        rows = published.properties[mirror_store.ROWS]
+        assert published.properties[mirror_versions.ROWS] == twin_rows, index
+        rows = published.properties[mirror_versions.ROWS]
         expected = _spark_rows(store.read(spark, TWIN, None))
         assert _spark_rows(store.read(spark, created, None)) == expected, index
         assert _schema(store, created) == _schema(store, TWIN), index
@@ -424,7 +432,7 @@ def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
 
     # Spark's MERGE into the table the driver merged
     for target in (created, TWIN):
-        mirror_store.spark_merge_multiset(
+        spark_merges.spark_merge_multiset(
             spark,
             store,
             target,

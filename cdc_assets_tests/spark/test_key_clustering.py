@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from cdc_assets.lsn import Lsn
-from cdc_assets.spark import key_clustering, mirror_store
+from cdc_assets.spark import key_clustering, mirror_store, spark_merges
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.key_clustering import sql_literal, target_key_condition
 from cdc_assets.spark.mirror_merge import rows_after_keyed_changes
@@ -64,7 +64,7 @@ def _merge(
     keys: list[str],
     target_rows: int | None,
 ) -> None:
-    mirror_store.spark_merge_keyed(
+    spark_merges.spark_merge_keyed(
         spark,
         store,
         ["mirror", "t"],

@@ -18,7 +18,12 @@ from pyroaring import BitMap64
 from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn
-from cdc_assets.spark import deletion_vectors, delta_log, mirror_store
+from cdc_assets.spark import (
+    deletion_vectors,
+    delta_log,
+    mirror_versions,
+    spark_merges,
+)
 from cdc_assets.spark import merge_with_deletion_vectors as driver_merge
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.delta_location import local_path
@@ -40,7 +45,7 @@ def _table(spark: SparkSession, store: AssetStore, key: list[str], state: dict) 
     """A mirror as Spark writes a large one: four files, each a range of ``k``, deletion
     vectors and Change Data Feed on (versions 0 and 1)."""
     uri = store.location(key)
-    settings = ", ".join(f"'{k}' = '{v}'" for k, v in mirror_store.MIRROR_TABLE_PROPERTIES.items())
+    settings = ", ".join(f"'{k}' = '{v}'" for k, v in spark_merges.MIRROR_TABLE_PROPERTIES.items())
     spark.sql(f"CREATE TABLE delta.`{uri}` ({DATA}) USING delta TBLPROPERTIES ({settings})")
     rows = [(*k, *v) for k, v in state.items()]
     frame = spark.createDataFrame(rows, DATA).repartitionByRange(4, "k")
@@ -84,7 +89,7 @@ def _merge(store: AssetStore, spark: SparkSession, key: list[str], changes, vers
     if done is not None:
         assert store.properties(key, None) == properties
         return "driver"
-    mirror_store.spark_merge_keyed(
+    spark_merges.spark_merge_keyed(
         spark, store, key, changes, key_columns=KEYS, snapshot_lsn=None, properties=properties
     )
     return "spark"
@@ -114,7 +119,7 @@ def test_random_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path: Path, 
         rows, state = _random_range(rng, state, 100 * (round_ + 1), rng.randint(1, 25))
         changes = change_rows(spark, rows, DATA)
         who.append(_merge(store, spark, driver, changes, 100 * (round_ + 1)))
-        mirror_store.spark_merge_keyed(
+        spark_merges.spark_merge_keyed(
             spark,
             store,
             twin,
@@ -136,7 +141,7 @@ def test_random_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path: Path, 
     assert (log / f"{10:020d}.checkpoint.parquet").exists()
     expected = Counter((*k, *v) for k, v in state.items())
     assert Counter(read_with_duckdb(store.location(driver), COLUMNS)) == expected
-    as_of = mirror_store.read_mirror_as_of(spark, store.location(driver), Lsn.from_int(350))
+    as_of = mirror_versions.read_mirror_as_of(spark, store.location(driver), Lsn.from_int(350))
     assert sorted_rows(as_of) == sorted_rows(
         spark.read.format("delta").option("versionAsOf", 4).load(store.location(twin))
     )
@@ -145,7 +150,7 @@ def test_random_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path: Path, 
 def test_deletion_vectors_are_the_bytes_spark_writes(spark: SparkSession, tmp_path: Path) -> None:
     store, state = _mirror(spark, tmp_path, 200)
     rows = [(20, i, 1, k, "a", *state[(k, "a")]) for i, k in enumerate((3, 4, 70, 199))]
-    mirror_store.spark_merge_keyed(
+    spark_merges.spark_merge_keyed(
         spark,
         store,
         ["t"],
@@ -316,7 +321,7 @@ def test_random_keyless_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path
     store = AssetStore(tmp_path)
     bag = Counter(_bag_row(rng) for _ in range(40))
     driver, twin = ["driver"], ["spark"]
-    settings = ", ".join(f"'{k}' = '{v}'" for k, v in mirror_store.MIRROR_TABLE_PROPERTIES.items())
+    settings = ", ".join(f"'{k}' = '{v}'" for k, v in spark_merges.MIRROR_TABLE_PROPERTIES.items())
     for key in (driver, twin):
         uri = store.location(key)
         spark.sql(f"CREATE TABLE delta.`{uri}` ({BAG}) USING delta TBLPROPERTIES ({settings})")
@@ -328,7 +333,7 @@ def test_random_keyless_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path
         version = 100 * (round_ + 1)
         rows = _random_bag_range(rng, bag, version, rng.randint(1, 12))
         assert _merge_bag(store, spark, driver, rows, version) is not None, round_
-        mirror_store.spark_merge_multiset(
+        spark_merges.spark_merge_multiset(
             spark,
             store,
             twin,
@@ -367,7 +372,7 @@ def test_random_keyless_ranges_equal_spark_s_merge(spark: SparkSession, tmp_path
     assert _merge_bag(store, spark, driver, [(2100, 0, 1, *missing)], 2100) is None
     assert store.delta_table(driver).version() == newest
     with pytest.raises(Exception, match="the changes remove a row the mirror does not hold"):
-        mirror_store.spark_merge_multiset(
+        spark_merges.spark_merge_multiset(
             spark,
             store,
             driver,

@@ -35,7 +35,7 @@ from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn
 from cdc_assets.records import MirrorPosition
-from cdc_assets.spark.mirror_store import position_of
+from cdc_assets.spark.mirror_versions import position_of
 from cdc_assets.spark.sync_state_store import read_rows, swap_rows
 
 from .chain import SnapshotInfo
