@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import (
+    deletion_vector_files,
     deletion_vectors,
     delta_log,
     mirror_versions,
@@ -199,13 +200,13 @@ def test_only_files_that_can_hold_a_changed_key_are_read(
 ) -> None:
     store, state = _mirror(spark, tmp_path, 400)
     read: list[Path] = []
-    positions = driver_merge._positions
+    positions = deletion_vector_files.row_positions
 
     def counted(path, *args):  # type: ignore[no-untyped-def]
         read.append(path)
         return positions(path, *args)
 
-    monkeypatch.setattr(driver_merge, "_positions", counted)
+    monkeypatch.setattr(driver_merge, "row_positions", counted)
     rows = [(20, 0, 3, 5, "a", *state[(5, "a")]), (20, 1, 4, 5, "a", "new", 5, dt.date(2025, 1, 1))]
     assert _merge(store, spark, ["t"], change_rows(spark, rows, DATA), 20) == "driver"
     assert len(read) == 1  # of four files

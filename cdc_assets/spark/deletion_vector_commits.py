@@ -1,0 +1,179 @@
+"""Committing a driver-side merge with deletion vectors to the Delta log as Spark's MERGE would
+(see :mod:`.merge_with_deletion_vectors`): the table features it may write, the commit info and
+operation parameters, the checkpoint every ``delta.checkpointInterval`` commits."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import delta_log
+from .asset_store import AssetStore
+from .commit_metadata import Published, to_json
+from .delta_location import is_local, local_path
+from .mirror_merge import DELETE
+
+WRITER_FEATURES = frozenset(
+    {
+        "deletionVectors",
+        "changeDataFeed",
+        "timestampNtz",
+        # legacy features: nothing to do while the table uses none of them (is_writable)
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "columnMapping",
+        "identityColumns",
+    }
+)
+
+log = logging.getLogger(__name__)
+
+
+# what a schema holds when it uses invariants, generated or identity columns
+UNUSED_FEATURE_MARKS = ("delta.invariants", "delta.generationExpression", "delta.identity")
+
+
+READER_FEATURES = frozenset({"deletionVectors", "timestampNtz"})
+
+
+CHECKPOINT_INTERVAL = 10  # Delta's default delta.checkpointInterval
+
+
+def writable_log(
+    store: AssetStore, key_path: Sequence[str]
+) -> tuple[Path, str, delta_log.TableLog] | None:
+    """The table's folder, URI and log, when it is local and this module writes what its
+    protocol asks (:func:`is_writable`); None when Spark must write it."""
+    uri = store.location(key_path)
+    if not is_local(uri):
+        return None
+    table = local_path(uri)
+    state = delta_log.read(table)
+    if state is None or not is_writable(state):
+        return None
+    return table, uri, state
+
+
+def commit_actions(
+    table: Path,
+    uri: str,
+    state: delta_log.TableLog,
+    parameters: Mapping[str, str],
+    adds: list[dict[str, Any]],
+    metrics: Mapping[str, int],
+    properties: Mapping[str, Any],
+) -> Published | None:
+    """The next version: ``adds`` and a MERGE's commitInfo; None when another writer made it."""
+    text = to_json(properties)
+    version = state.version + 1
+    info = commit_info(state, parameters, metrics, text)
+    if not delta_log.commit(table, version, [info, *adds]):
+        log.warning("%s: version %d was committed by another writer; Spark merges", uri, version)
+        return None
+    if version % checkpoint_interval(state) == 0:
+        write_checkpoint(table, version)
+    return Published(uri, version, dict(properties), dict(metrics), text)
+
+
+def write_checkpoint(table: Path, version: int) -> None:
+    """The checkpoint of ``version``, as Spark's commit of a checkpoint version writes one (every
+    ``delta.checkpointInterval``), so the log stays short for every reader however many commits
+    come from here. delta-rs writes it (one Parquet file, deletion vectors and column mapping
+    kept; Spark, DuckDB and :mod:`.delta_log` read it). The commit stands if it fails: the next
+    checkpoint version writes one."""
+    from deltalake import DeltaTable
+
+    started = time.perf_counter()
+    try:
+        DeltaTable(str(table), version=version).create_checkpoint()
+    except Exception as error:  # a checkpoint is an optimisation; the commit is made
+        log.warning("%s: no checkpoint of version %d: %s", table, version, error)
+        return
+    log.info(
+        "%s: checkpoint of version %d in %.2f s", table, version, time.perf_counter() - started
+    )
+
+
+def commit_info(
+    state: delta_log.TableLog, parameters: Mapping[str, str], metrics: Mapping[str, int], text: str
+) -> dict[str, Any]:
+    """The commit's ``commitInfo``: a MERGE with Spark's metric names, ``text`` its
+    userMetadata."""
+    return {
+        "commitInfo": {
+            "timestamp": int(time.time() * 1000),
+            "operation": "MERGE",
+            "operationParameters": dict(parameters),
+            "readVersion": state.version,
+            "isolationLevel": "Serializable",
+            "isBlindAppend": False,
+            "operationMetrics": {k: str(v) for k, v in metrics.items()},
+            "userMetadata": text,
+            "engineInfo": "cdc_assets (deletion vectors in the driver)",
+            "txnId": str(uuid.uuid4()),
+        }
+    }
+
+
+def keyed_parameters(key_columns: Sequence[str]) -> dict[str, str]:
+    """The operationParameters of the keyed MERGE (as :func:`.spark_merges.spark_merge_keyed`)."""
+    return {
+        "predicate": json.dumps([" AND ".join(f"t.{k} = s.{k}" for k in key_columns)]),
+        "matchedPredicates": json.dumps(
+            [
+                {"predicate": f"s.action = {DELETE}", "actionType": "delete"},
+                {"actionType": "update"},
+            ]
+        ),
+        "notMatchedPredicates": json.dumps(
+            [{"predicate": f"s.action <> {DELETE}", "actionType": "insert"}]
+        ),
+        "notMatchedBySourcePredicates": "[]",
+    }
+
+
+def multiset_parameters(columns: Sequence[str]) -> dict[str, str]:
+    """The operationParameters of the keyless MERGE (as
+    :func:`.spark_merges.spark_merge_multiset`)."""
+    on = " AND ".join(f"t.{c} <=> s.{c}" for c in columns)
+    return {
+        "predicate": json.dumps([f"s.action = 'd' AND {on}"]),
+        "matchedPredicates": json.dumps([{"actionType": "delete"}]),
+        "notMatchedPredicates": json.dumps(
+            [{"predicate": "s.action = 'i'", "actionType": "insert"}]
+        ),
+        "notMatchedBySourcePredicates": "[]",
+    }
+
+
+def is_writable(state: delta_log.TableLog) -> bool:
+    """Whether the table's protocol asks only for what this module writes: deletion vectors,
+    Change Data Feed, timestamp_ntz, and legacy features (implied when Spark upgraded an older
+    protocol) that ask nothing of a writer while the table uses none of them."""
+    protocol, metadata = state.protocol, state.metadata
+    configuration = metadata.get("configuration") or {}
+    schema = metadata.get("schemaString", "")
+    return (
+        configuration.get("delta.enableDeletionVectors") == "true"
+        and configuration.get("delta.appendOnly") != "true"
+        and configuration.get("delta.columnMapping.mode", "none") == "none"
+        and not any(k.startswith("delta.constraints.") for k in configuration)
+        and not metadata.get("partitionColumns")
+        and int(protocol.get("minWriterVersion", 0)) == 7
+        and int(protocol.get("minReaderVersion", 0)) == 3
+        and set(protocol.get("writerFeatures") or []) <= WRITER_FEATURES
+        and set(protocol.get("readerFeatures") or []) <= READER_FEATURES
+        and not any(word in schema for word in UNUSED_FEATURE_MARKS)
+    )
+
+
+def checkpoint_interval(state: delta_log.TableLog) -> int:
+    configuration = state.metadata.get("configuration") or {}
+    return int(configuration.get("delta.checkpointInterval", CHECKPOINT_INTERVAL))
