@@ -31,6 +31,7 @@ from cdc_assets.sqlserver import (
     range_stats,
 )
 from cdc_assets.sqlserver.catalog import get_source_columns
+from cdc_assets.sqlserver.column_masks import rules_fingerprint
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
 from .change_log_state import snapshot_progress
@@ -160,6 +161,7 @@ def _identity(
         "mode": mode,
         "reason": reason or INITIAL_REASON,
         "rows_expected": rows_expected,
+        "column_rules": rules_fingerprint(instance),  # a change re-snapshots (column_rules.py)
     }
 
 
@@ -321,7 +323,7 @@ def range_output(
             )
         if lsn_range.hi > maximum:
             reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
-        captured = set(instance.column_names)
+        captured = set(instance.column_names) | set(instance.excluded_columns)
         not_captured = [
             c.name
             for c in get_source_columns(conn, table.schema, table.name)
