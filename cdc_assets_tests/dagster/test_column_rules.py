@@ -218,6 +218,9 @@ def test_personal_values_never_reach_the_lake_or_dagster(
     assert any(home.rglob("*")), "the Dagster instance stored nothing"
     hits = found_in(storage, needles()) + found_in(home, needles())
     assert not hits, hits[:10]
+    # the search does find what is there: an unmasked value in the lake, the raw ones at the source
+    assert found_in(storage, {"city3": b"city3"})
+    assert any("source.db" in hit for hit in found_in(db.parent, needles()))
 
     # the column list in the UI says which columns are masked and how, never the key
     key = AssetKey(customers.mirror_key.path)
