@@ -56,6 +56,7 @@ bench: setup
 	$(PY) benchmarks/source_read.py $(if $(QUICK),--rows 20000)
 	$(PY) benchmarks/tds_wire.py $(if $(QUICK),--rows 20000)
 	$(PY) benchmarks/snapshot_end_to_end.py $(if $(QUICK),--quick)
+	$(PY) benchmarks/masked_snapshot.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/snapshot_resume.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/change_range.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/mirror_merge.py $(if $(QUICK),--quick)

@@ -20,6 +20,8 @@
                       drop_retired_changes: false,          # delete retired ranges' rows
                       keep_runs: 30d}                       # finished runs kept; null: all
         owners: ["team:data-platform"]       # shown on every asset of the source
+        columns: {hash_key_env: PII_HASH_KEY,  # column rules: exclude | hash | redact | null
+                  rules: [{tables: "dbo.customers", columns: [email], rule: hash}]}
     storage: {base_path: .demo/storage}
     spark: {master: "local[2]", conf: {}}     # or remote: sc://127.0.0.1:15002 (Spark Connect)
     examples: [daily_orders]                 # the demo's downstream asset (needs dbo.orders)
@@ -41,6 +43,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cdc_assets.column_rules import ColumnRules
 from cdc_assets.config_errors import describe
 from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.spark_connect_address import spark_connect_address
@@ -324,6 +327,11 @@ class SourceConfig(_Model):
     sync: SyncPolicy = SyncPolicy()
     snapshot: SnapshotPolicy = SnapshotPolicy()
     maintenance: MaintenancePolicy = MaintenancePolicy()
+    columns: ColumnRules = Field(
+        default=ColumnRules(),
+        description="Columns never read (exclude) or masked as read (hash, redact, null): "
+        "see cdc_assets/column_rules.py.",
+    )
     owners: tuple[str, ...] = Field(
         default=(),
         description="Shown as the owners of every asset of the source: e-mail addresses or "

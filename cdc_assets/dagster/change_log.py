@@ -74,6 +74,7 @@ from .sync.change_log_outputs import (
     snapshot_output,
 )
 from .sync.change_log_state import clear_gap, mark_gap, snapshot_info
+from .sync.column_rule_changes import rules_change_result
 from .sync.io_manager import commit, committed, is_source_level, table_error
 from .sync.metadata import asset_tags, table_metadata
 from .sync.names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
@@ -185,6 +186,7 @@ def _change_log_step(
                 read_range = effective_range(lsn_range, snapshot)
                 instance = instance_for(found, table, (read_range or lsn_range).first)
                 refused = schema_change_result(found, table, snapshot, lsn_range)
+                refused = refused or rules_change_result(table, instance, snapshot)
                 if refused is None and read_range is not None:
                     refused = unavailable_result(conn, table, instance, read_range)
                 if refused is not None:
@@ -243,6 +245,7 @@ def _change_log_step(
                 note := source.recorder.record(catalog, context.instance)
             ):
                 context.log.info(note)  # the catalog the definitions load from, kept current
+            catalog = source.config.columns.apply_all(catalog)  # read as the rules say
             # One statement (per 200 instances) says which tables have changes in the range;
             # the quiet ones record it without reading the source or counting rows in Spark.
             changed = (

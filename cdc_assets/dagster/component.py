@@ -204,6 +204,8 @@ attributes:
   # snapshot: {{mode: auto, chunk_rows: 250000}}     # auto | exact | fuzzy
   # maintenance: {{cron: "0 * * * *", keep_history: 7d, keep_runs: 30d}}
   # owners: ["team:data-platform"]
+  # columns: {{hash_key_env: PII_HASH_KEY,        # exclude | hash | redact | null (README)
+  #           rules: [{{tables: "dbo.customers", columns: [email], rule: hash}}]}}
   storage:                            # the same for every source of the project
     base_path: data/cdc_assets        # a directory, or s3a://bucket/prefix, abfss://...
   # spark: {{master: "local[*]"}}     # or remote: sc://host:15002 (Spark Connect); the same for

@@ -95,7 +95,7 @@ def tables_to_run(
     (:mod:`.sync.quiet_ranges`). When every table is quiet, the first one runs: the chain moves on.
     ``ahead``: the run of the range before is still in flight, so a mirror not yet at the
     range's start is not a reason to run the table (it will be, or is caught up later)."""
-    catalog = discover(conn)
+    catalog = sync.source.config.columns.apply_all(discover(conn))
     counted = {}
     run = set()
     for table in tables:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from .column_masks import hash_converter
 from .dbapi import DbapiCursor, translating
 
 __all__ = [
@@ -198,6 +199,10 @@ def arrow_schema(
     for column in columns:
         mapping = arrow_mapping(column.type_name, column.precision, column.scale)
         fields.append(pa.field(column.name, mapping.type, nullable=all_nullable or column.nullable))
+        mask = getattr(column, "mask", None)  # a hashed column: hashed as it is read
+        if mask is not None and mask.key is not None:
+            converters.append(hash_converter(mask.key))
+            continue
         converters.append(mapping.converter)
         if mapping.warning:
             warnings.append(f"column {column.name!r}: {mapping.warning}")

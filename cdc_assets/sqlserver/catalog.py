@@ -31,6 +31,7 @@ from typing import Any
 
 from cdc_assets.lsn import Lsn
 
+from .column_masks import ColumnMask
 from .dbapi import DbapiConnection, fetch_all, fetch_value
 from .errors import CdcNotEnabled
 from .quoting import change_table, quote_table, validate_identifier
@@ -58,6 +59,7 @@ class Column:
     precision: int
     scale: int
     nullable: bool
+    mask: ColumnMask | None = None  # set by column_masks.mask_instance (a configured rule)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class CaptureInstance:
     key_columns: tuple[str, ...]  # empty: no primary key or unique index
     create_date: dt.datetime
     index_name: str | None = None
+    excluded_columns: tuple[str, ...] = ()  # never read: a configured rule (column_masks)
 
     @property
     def change_table(self) -> str:

@@ -40,6 +40,7 @@ from .arrow_types import (
     read_record_batches,
 )
 from .catalog import CaptureInstance
+from .column_masks import masked_select
 from .dbapi import DbapiConnection, execute, fetch_all, fetch_value
 from .errors import LsnNotAvailable
 from .lsn_queries import get_max_lsn, get_min_lsn
@@ -101,7 +102,7 @@ ORDER BY {order}
 
 
 def change_rows_query(instance: CaptureInstance) -> str:
-    columns = ", ".join(f"ct.{quote_name(c)}" for c in instance.column_names)
+    columns = ", ".join(masked_select(c, f"ct.{quote_name(c.name)}") for c in instance.columns)
     order = change_order(lambda c: f"ct.{quote_name(c)}")
     return CHANGE_ROWS_QUERY.format(
         columns=columns, change_table=instance.change_table, order=order
@@ -211,6 +212,11 @@ def read_function_changes(
     ``__$operation``, ``__$update_mask`` for ``all``; no ``__$seqval`` for ``net``) followed by
     the captured columns. Error 313 becomes :class:`~.errors.LsnNotAvailable` with the interval.
     """
+    if instance.excluded_columns or any(c.mask is not None for c in instance.columns):
+        raise ValueError(
+            f"{instance.name}: the query functions return every captured column; read a table "
+            "with column rules with read_changes"
+        )
     if row_filter not in _ROW_FILTERS[kind]:
         raise ValueError(f"row_filter for {kind} changes is one of {_ROW_FILTERS[kind]}")
     if kind == "net" and not instance.supports_net_changes:

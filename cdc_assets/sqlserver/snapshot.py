@@ -54,6 +54,7 @@ from cdc_assets.lsn import Lsn
 
 from .arrow_types import ArrowSchema, arrow_schema, read_record_batches
 from .catalog import CaptureInstance, database_info
+from .column_masks import masked_select
 from .connection import ConnectionFactory
 from .dbapi import DbapiConnection, execute, fetch_value
 from .errors import KeylessTableNeedsSnapshotIsolation, SnapshotIsolationNotAllowed, SqlServerError
@@ -146,8 +147,9 @@ SNAPSHOT_ROWS_QUERY = "SELECT {columns} FROM {table}{where}{order_by}"
 
 
 def rows_query(instance: CaptureInstance, key_range: KeyRange | None) -> tuple[str, list[Any]]:
-    """The snapshot ``SELECT`` of ``instance``'s captured columns, in key order, with the chunk's
-    key predicate and its parameters."""
+    """The snapshot ``SELECT`` of ``instance``'s captured columns (masked ones as
+    :func:`~.column_masks.masked_select` has them), in key order, with the chunk's key predicate
+    and its parameters."""
     keys = instance.key_columns
     conditions: list[str] = []
     params: list[Any] = []
@@ -163,7 +165,7 @@ def rows_query(instance: CaptureInstance, key_range: KeyRange | None) -> tuple[s
             conditions.append(sql)
             params.extend(values)
     query = SNAPSHOT_ROWS_QUERY.format(
-        columns=", ".join(quote_name(c) for c in instance.column_names),
+        columns=", ".join(masked_select(c, quote_name(c.name)) for c in instance.columns),
         table=quote_table(instance.source_schema, instance.source_table),
         where=" WHERE " + " AND ".join(conditions) if conditions else "",
         order_by=" ORDER BY " + ", ".join(quote_name(k) for k in keys) if keys else "",

@@ -157,6 +157,7 @@ class SnapshotInfo:
     version: str
     capture_instance: str = ""
     rows: int | None = field(default=None, compare=False)  # the snapshot's row count
+    column_rules: str = ""  # the fingerprint of the column rules it was read with
 
     @classmethod
     def from_properties(
@@ -171,6 +172,7 @@ class SnapshotInfo:
             version,
             str(properties.get("capture_instance", "")),
             rows if isinstance(rows := properties.get("rows"), int) else None,
+            str(properties.get("column_rules") or ""),
         )
 
 

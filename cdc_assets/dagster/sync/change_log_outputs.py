@@ -33,11 +33,18 @@ from cdc_assets.sqlserver import (
     range_stats,
 )
 from cdc_assets.sqlserver.catalog import get_source_columns
+from cdc_assets.sqlserver.column_masks import rules_fingerprint
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
 from .change_log_state import snapshot_progress
 from .io_manager import StoredFrame
-from .metadata import COLUMN_LINEAGE, OPERATION_NAMES, column_lineage, operation_counts
+from .metadata import (
+    COLUMN_LINEAGE,
+    OPERATION_NAMES,
+    column_lineage,
+    column_rules_text,
+    operation_counts,
+)
 from .names import SNAPSHOT_PARTITION
 from .snapshot_resume import INITIAL_REASON, Progress, capture_instance_start, resume_decision
 from .source import Source, Table
@@ -154,8 +161,9 @@ def snapshot_output(
 def _identity(
     instance: CaptureInstance, mode: str, reason: str | None, rows_expected: int | None
 ) -> dict[str, Any]:
-    """What every commit of a table's snapshot says about it (the last one among the rest)."""
-    return {
+    """What every commit of a table's snapshot says about it (the last one among the rest);
+    with column rules, their fingerprint (a change re-snapshots: :mod:`.column_rule_changes`)."""
+    identity: dict[str, Any] = {
         "kind": SNAPSHOT_PARTITION,
         "capture_instance": instance.name,
         "capture_instance_start": capture_instance_start(instance),
@@ -163,6 +171,9 @@ def _identity(
         "reason": reason or INITIAL_REASON,
         "rows_expected": rows_expected,
     }
+    if fingerprint := rules_fingerprint(instance):
+        identity["column_rules"] = fingerprint
+    return identity
 
 
 def _snapshot_metadata(
@@ -180,6 +191,8 @@ def _snapshot_metadata(
         }
         if isinstance(p.get("rows_expected"), int):
             found["snapshot_rows_expected"] = p["rows_expected"]
+        if p.get("column_rules"):  # the rules it was read under (a change re-snapshots)
+            found["column_rules"] = MetadataValue.text(column_rules_text(instance))
         if isinstance(p.get("commit_seq"), int):  # written a batch of key ranges per commit
             found["snapshot_chunks"] = p["chunks_done"]
             found["snapshot_commits"] = p["commit_seq"] + 1
@@ -323,7 +336,7 @@ def range_output(
             )
         if lsn_range.hi > maximum:
             reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
-        captured = set(instance.column_names)
+        captured = set(instance.column_names) | set(instance.excluded_columns)
         not_captured = [
             c.name
             for c in get_source_columns(conn, table.schema, table.name)

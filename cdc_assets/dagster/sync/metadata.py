@@ -56,12 +56,20 @@ def column_schema(instance: CaptureInstance) -> TableSchema:
                 name=c.name,
                 type=sql_type_text(c),
                 description=("primary key; " if c.name in keys else "")
+                + (f"{c.mask.describe()}; " if c.mask is not None else "")
                 + f"stored as Spark {spark_types[c.name]}",
                 constraints=TableColumnConstraints(nullable=c.nullable),
             )
             for c in instance.columns
         ]
     )
+
+
+def column_rules_text(instance: CaptureInstance) -> str:
+    """``email: hash; phone: redact; ssn: excluded (never read)`` or ``none`` (never the key)."""
+    parts = [f"{c.name}: {c.mask.rule}" for c in instance.columns if c.mask is not None]
+    parts += [f"{name}: excluded (never read)" for name in instance.excluded_columns]
+    return "; ".join(parts) or "none"
 
 
 def column_lineage(
@@ -105,6 +113,11 @@ def table_metadata(instance: CaptureInstance, qualified_name: str) -> dict[str, 
         "sqlserver/key_columns": ", ".join(instance.key_columns)
         or "(none: mirrored as a multiset)",
         "dagster/column_schema": column_schema(instance),
+        **(
+            {"cdc_assets/column_rules": column_rules_text(instance)}
+            if instance.excluded_columns or any(c.mask is not None for c in instance.columns)
+            else {}
+        ),
     }
 
 

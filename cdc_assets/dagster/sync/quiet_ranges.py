@@ -39,6 +39,7 @@ from cdc_assets.sqlserver.changed_tables import (
     established_instances,
     instance_starts,
 )
+from cdc_assets.sqlserver.column_masks import rules_fingerprint
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
 from .source import Source, Table
@@ -62,6 +63,8 @@ def quiet_instance(
     taken_with = row.snapshot.capture_instance
     if current is None or (taken_with and current.name != taken_with):
         return None
+    if row.snapshot.column_rules != rules_fingerprint(current):
+        return None  # the column rules changed: the normal path re-snapshots the table
     return found.instance_covering(lsn_range.first) or current
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark.snapshot_chunks import BatchCommitted, SnapshotProgress
 from cdc_assets.sqlserver.catalog import CaptureInstance
+from cdc_assets.sqlserver.column_masks import rules_fingerprint
 
 INITIAL_REASON = "initial snapshot"
 
@@ -66,6 +67,8 @@ def resume_decision(
             f"{p.get('capture_instance_start')}), the table is now captured by {instance.name} "
             f"(start {capture_instance_start(instance)})"
         )
+    elif (p.get("column_rules") or "") != rules_fingerprint(instance):
+        why = "the table's column rules changed since (columns: in the configuration)"
     elif min_lsn > unfinished.replay_from.increment():
         why = (
             f"cleanup moved the min LSN of {instance.name} to {min_lsn.hex}, past its replay LSN "

@@ -4,12 +4,13 @@ config selects, and the store its assets write to."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from dagster import AssetKey
 
+from cdc_assets.column_rules import ColumnRulesError
 from cdc_assets.config import ConfigError, SourceConfig
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.sqlserver import (
@@ -110,7 +111,22 @@ def select_tables(config: SourceConfig, found: dict[tuple[str, str], SourceTable
             )
             continue
         tables.append(Table(config.name, schema, name, instance))
-    return tables
+    return _with_column_rules(config, tables)
+
+
+def _with_column_rules(config: SourceConfig, tables: list[Table]) -> list[Table]:
+    """``tables`` read with the source's column rules; :class:`ConfigError` (one line, nothing
+    written) for a rule that does not fit them."""
+    rules = config.columns
+    if not rules.rules:
+        return tables
+    problem = ""
+    try:
+        rules.check_known([t.instance for t in tables])
+        return [replace(t, instance=rules.apply(t.instance)) for t in tables]
+    except ColumnRulesError as exc:
+        problem = str(exc)
+    raise ConfigError(f"source {config.name!r}: columns.rules: {problem}")
 
 
 def load_source(config: SourceConfig, storage: Path) -> Source:

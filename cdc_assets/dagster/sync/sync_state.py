@@ -97,6 +97,8 @@ class TableSync:
                 "capture_instance": self.snapshot.capture_instance,
                 "rows": self.snapshot.rows,
             }
+            if self.snapshot.column_rules:  # absent without rules: the stored form as before
+                data["snapshot"]["column_rules"] = self.snapshot.column_rules
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -116,6 +118,7 @@ class TableSync:
                 snap["version"],
                 snap.get("capture_instance", ""),
                 snap.get("rows"),
+                snap.get("column_rules", ""),
             )
             if snap
             else None,
