@@ -19,6 +19,7 @@
         maintenance: {cron: "0 * * * *", keep_history: 7d,  # VACUUM, Delta log retention
                       drop_retired_changes: false,          # delete retired ranges' rows
                       keep_runs: 30d}                       # finished runs kept; null: all
+        history: {include: ["dbo.*"]}        # SCD2 history assets (see history_config.py)
         owners: ["team:data-platform"]       # shown on every asset of the source
     storage: {base_path: .demo/storage}
     spark: {master: "local[2]", conf: {}}     # or remote: sc://127.0.0.1:15002 (Spark Connect)
@@ -44,6 +45,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdc_assets.emulator.connection_factory import EmulatorSettings
+from cdc_assets.history_config import HistoryConfig
 from cdc_assets.spark_connect_address import spark_connect_address
 from cdc_assets.sqlserver.connection import DsnSettings, OdbcSettings
 
@@ -325,6 +327,7 @@ class SourceConfig(_Model):
     sync: SyncPolicy = SyncPolicy()
     snapshot: SnapshotPolicy = SnapshotPolicy()
     maintenance: MaintenancePolicy = MaintenancePolicy()
+    history: HistoryConfig = HistoryConfig()  # tables with a history asset (SCD type 2)
     owners: tuple[str, ...] = Field(
         default=(),
         description="Shown as the owners of every asset of the source: e-mail addresses or "
