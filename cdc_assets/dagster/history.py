@@ -35,7 +35,8 @@ from pyspark.sql import functions as F
 
 from cdc_assets.lsn import START_LSN, Lsn, LsnRange
 from cdc_assets.spark import history_multiset, history_store, sqlserver_source
-from cdc_assets.spark.asset_store import AssetStore, Published
+from cdc_assets.spark.asset_store import Published
+from cdc_assets.spark.change_log_properties import range_of
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
 from cdc_assets.spark.session import use_in_this_thread
 from cdc_assets.sqlserver.lsn_queries import commit_time_at_or_before
@@ -44,11 +45,11 @@ from .chain import ChainGap, RangeReader, SnapshotInfo, ranges_covering
 from .change_log_state import snapshot_info
 from .io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
 from .metadata import asset_tags, table_metadata
-from .mirror import _change_rows
 from .names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
 from .partitions import parse_partition
 from .range_order import wait_for_earlier_ranges
 from .source import Source, Table
+from .sync_state import SourceSync
 from .table_pool import LogLine, collect, run_tables
 from .table_steps import step_name, table_groups
 
@@ -88,14 +89,14 @@ def _tracked(source: Source, table: Table) -> tuple[str, ...] | None:
 
 def _state_at_snapshot(
     spark: SparkSession,
-    store: AssetStore,
+    source: Source,
     table: Table,
     snapshot: SnapshotInfo,
     ranges: Callable[[Lsn], Sequence[LsnRange]],
 ) -> DataFrame:
     """The table as of its snapshot LSN: the snapshot's rows with the changes
     (``replay_from``, ``snapshot_lsn``] applied (none for an exact snapshot)."""
-    path = table.change_log_key.path
+    store, path = source.store, table.change_log_key.path
     base = sqlserver_source.drop_snapshot_columns(store.read(spark, path, SNAPSHOT_PARTITION))
     start, at = snapshot.replay_from, snapshot.snapshot_lsn
     if at <= start:
@@ -107,12 +108,54 @@ def _state_at_snapshot(
             "range builds its history."
         )
     needed = ranges_covering(ranges(start), start, min(ends))
-    changes = store.read_partitions(spark, path, [r.key for r in needed])
+    rows, holding = _change_rows(source, table, needed, snapshot)
+    if not rows:
+        return base
+    changes = store.read_partitions(spark, path, [r.key for r in holding])
     changes = changes.where(F.col(f"`{START_LSN}`") <= F.lit(bytearray(at.raw)))
     keys = list(table.instance.key_columns)
     if keys:
         return merge_keyed(base, changes, key_columns=keys, snapshot_lsn=start.raw)
     return merge_multiset(base, changes, snapshot_lsn=start.raw)
+
+
+def _change_rows(
+    source: Source, table: Table, needed: list[LsnRange], snapshot: SnapshotInfo
+) -> tuple[int, list[LsnRange]]:
+    """How many change rows ``needed`` holds for the table and the ranges that hold some,
+    after checking each range is written and covered, or was quiet for the table: a range
+    without a partition in the change log that the table's mirror has passed, built on the
+    same snapshot (the run's change-log step proved it quiet and moved the mirror on in the
+    sync state, :mod:`.quiet_ranges`)."""
+    path = table.change_log_key.path
+    row = SourceSync.load(source, fill=False).tables.get(table)
+    passed = (
+        row.mirror_at
+        if row is not None and row.mirror_version == snapshot.version and row.mirror_at
+        else None
+    )
+    rows, holding = 0, []
+    for lsn_range in needed:
+        found = range_of(source.store.properties(path, lsn_range.key))
+        if found is None:
+            if passed is not None and passed >= lsn_range.hi:
+                continue  # quiet for the table
+            raise Failure(
+                f"{table.qualified_name}: range {lsn_range.key} has not been materialized for "
+                f"{table.change_log_key.to_user_string()}; materialize that partition first (the "
+                "history never skips a range)."
+            )
+        if found.coverage is None or not found.coverage.ok:
+            reason = (found.coverage and found.coverage.reason) or "no coverage recorded"
+            raise Failure(
+                f"{table.qualified_name}: range {lsn_range.key} failed its coverage check "
+                f"({reason}); the history is left as it is. Re-snapshot the table to continue."
+            )
+        count = found.rows if found.rows is not None else 1  # unknown: read the range
+        rows += count
+        if count:
+            holding.append(lsn_range)
+    return rows, holding
 
 
 def _rebase_time(source: Source, at: Lsn) -> dt.datetime | None:
@@ -150,7 +193,7 @@ def bring_history(
     ):
         # a new history, or a re-snapshot: versions open (and close) at the snapshot LSN
         at = snapshot.snapshot_lsn
-        state = _state_at_snapshot(spark, store, table, snapshot, ranges)
+        state = _state_at_snapshot(spark, source, table, snapshot, ranges)
         reached = history_store.HistoryPosition(at, snapshot.version)
         history_store.rebase(
             spark,
@@ -161,6 +204,7 @@ def bring_history(
             at_time=_rebase_time(source, at),
             key_columns=keys,
             properties={"kind": "history", **history_store.position_properties(reached)},
+            estimated_rows=snapshot.rows,
         )
         position = reached
         done["rebased_on_snapshot"] = True
@@ -173,7 +217,7 @@ def bring_history(
         raise Failure(
             f"{table.qualified_name}: cannot bring its history to {target.hex}: {exc}"
         ) from None
-    rows = _change_rows(source, table, needed)
+    rows, holding = _change_rows(source, table, needed, snapshot)
     done.update(previous_lsn=start.hex, ranges_applied=len(needed), change_rows=rows)
     if not rows:
         # quiet ranges: nothing to record; the next range with changes applies from here
@@ -185,7 +229,7 @@ def bring_history(
         "previous_lsn": start.hex,
         "applied_ranges": [r.key for r in needed],
     }
-    changes = store.read_partitions(spark, table.change_log_key.path, [r.key for r in needed])
+    changes = store.read_partitions(spark, table.change_log_key.path, [r.key for r in holding])
     if keys:
         published = history_store.apply_changes(
             spark,

@@ -42,7 +42,7 @@ from cdc_assets.lsn import CHANGE_ORDER, OPERATION, START_LSN, Lsn
 
 from .asset_store import AssetStore, Published, sql_name, to_json, user_metadata
 from .concurrent_commits import retry_conflicts
-from .key_clustering import is_large, target_key_condition
+from .key_clustering import clustered, is_large, target_key_condition
 from .mirror_merge import BEFORE_IMAGE, DELETE, after
 from .stored_columns import decode_from_delta, encode_for_delta, stored_name
 
@@ -243,6 +243,7 @@ def rebase(
     at_time: dt.datetime | None,
     key_columns: Sequence[str],
     properties: Mapping[str, Any],
+    estimated_rows: int | None = None,
 ) -> Published:
     """The history at ``key_path`` built on ``state``, the table as of ``at`` (a snapshot LSN,
     ``at_time`` the commit time of the last transaction at or before it): a new history is
@@ -257,6 +258,12 @@ def rebase(
         *[_col(c) for c in state.columns], *_validity(lsn, when, nothing.cast("binary"), nothing)
     )
     if store.delta_table(key_path) is None:
+        # a large keyed history is clustered by key as a mirror is (``estimated_rows``), so a
+        # range's MERGE reads only the files that may hold its keys
+        large = bool(key_columns) and is_large(estimated_rows)
+        if large:
+            assert estimated_rows is not None
+            opened = clustered(opened, key_columns, estimated_rows)
         return store.write(
             spark,
             opened,
@@ -264,6 +271,7 @@ def rebase(
             None,
             lambda written: {**properties, "rows": written.count()},
             table_properties=HISTORY_TABLE_PROPERTIES,
+            keep_layout=large,
         )
     uri = store.location(key_path)
     columns = data_columns(spark, uri)
@@ -316,6 +324,7 @@ def merge(
     are inserted."""
     uri = store.location(key_path)
     columns = data_columns(spark, uri)
+    closes = closes.withColumn("__drop", F.lit(False))
     if drops is not None:
         closes = closes.unionByName(
             drops.select(
@@ -325,8 +334,6 @@ def merge(
                 F.lit(False).alias(HAS_CONTENT),
             ).withColumn("__drop", F.lit(True))
         )
-    else:
-        closes = closes.withColumn("__drop", F.lit(False))
     action = F.when(F.col("__drop"), F.lit(DROP)).otherwise(F.lit(CLOSE))
     source = encode_for_delta(
         closes.select(
