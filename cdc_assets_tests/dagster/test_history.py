@@ -270,11 +270,12 @@ def test_resnapshot_keeps_the_history_before_it(
     by_id: dict[int, list[tuple]] = {}
     for row in after:
         by_id.setdefault(row[0], []).append(row)
+    # (columns: id, name, qty, __start_lsn, __end_lsn, __start_at, __end_at, __is_current)
     # id 2 changed while the history did not follow: closed and opened at the snapshot LSN
-    assert any(r[4] == at and r[-1] for r in by_id[2]), by_id[2]
-    assert any(r[5] == at for r in by_id[2]), by_id[2]
+    assert any(r[3] == at and r[2] == 8 and r[-1] for r in by_id[2]), by_id[2]
+    assert any(r[4] == at for r in by_id[2]), by_id[2]
     # id 3 vanished: its version closed at the snapshot LSN, none current
-    assert not any(r[-1] for r in by_id[3]) and any(r[5] == at for r in by_id[3])
+    assert not any(r[-1] for r in by_id[3]) and any(r[4] == at for r in by_id[3])
     # id 4 changed after the snapshot: a version of its own from that range on
     assert sum(r[-1] for r in by_id[4]) == 1
     # id 5 did not change: its one version from the first snapshot stays
