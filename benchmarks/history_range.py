@@ -10,10 +10,11 @@ partition (not timed), to both:
 
 - mirror: ``mirror_store.apply``, what the mirror asset calls (a range this small is merged in
   the driver with deletion vectors, no Spark job);
-- mirror (Spark MERGE): ``mirror_store.merge_keyed``, Spark's MERGE of the same range, the path
-  the history takes;
-- history: ``history_store.apply_changes``, what the history asset calls: one Spark MERGE that
-  closes the changed keys' current versions and inserts the new ones.
+- mirror (Spark MERGE): ``mirror_store.merge_keyed``, Spark's MERGE of the same range (shown
+  for scale: the path both take for a range too big for the driver);
+- history: ``history_driver.apply``, what the history asset calls (a range this small is applied
+  in the driver with deletion vectors: the changed keys' current versions closed, the new ones
+  inserted, in one commit; a bigger one by one Spark MERGE).
 
 Prints seconds per range, change rows per second, and history/mirror. Target: history ≤ 2× the
 mirror's update of the same range.
@@ -37,7 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_assets.lsn import Lsn
-from cdc_assets.spark import history_store, mirror_store
+from cdc_assets.spark import history_driver, history_store, mirror_store
 from cdc_assets.spark.asset_store import AssetStore
 
 TARGET = 2.0  # history seconds / mirror seconds, at most
@@ -116,12 +117,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             spark_s = time.perf_counter() - s
             s = time.perf_counter()
-            frame = store.read_partitions(spark, change_log, [name])
-            history_store.apply_changes(
+            history_driver.apply(
                 spark,
                 store,
                 history,
-                frame,
+                change_log,
+                [name],
+                change_rows=count,
                 key_columns=("id",),
                 after_lsn=None,
                 properties=properties,

@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_assets.lsn import START_LSN, Lsn, LsnRange
-from cdc_assets.spark import history_multiset, history_store, sqlserver_source
+from cdc_assets.spark import history_driver, history_store, sqlserver_source
 from cdc_assets.spark.asset_store import Published
 from cdc_assets.spark.change_log_properties import range_of
 from cdc_assets.spark.mirror_merge import merge_keyed, merge_multiset
@@ -229,23 +229,19 @@ def bring_history(
         "previous_lsn": start.hex,
         "applied_ranges": [r.key for r in needed],
     }
-    changes = store.read_partitions(spark, table.change_log_key.path, [r.key for r in holding])
-    if keys:
-        published = history_store.apply_changes(
-            spark,
-            store,
-            path,
-            changes,
-            key_columns=keys,
-            after_lsn=start.raw,
-            properties=properties,
-            tracked=tracked,
-            history_rows=snapshot.rows,
-        )
-    else:
-        published = history_multiset.apply_changes(
-            spark, store, path, changes, after_lsn=start.raw, properties=properties
-        )
+    published = history_driver.apply(
+        spark,
+        store,
+        path,
+        table.change_log_key.path,
+        [r.key for r in holding],
+        change_rows=rows,
+        key_columns=keys,
+        after_lsn=start.raw,
+        properties=properties,
+        tracked=tracked,
+        history_rows=snapshot.rows,
+    )
     return published, "", done
 
 

@@ -20,6 +20,7 @@ from cdc_assets.dagster.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION
 from cdc_assets.dagster.source import Table
 from cdc_assets.history_config import HistoryConfig
 from cdc_assets.lsn import Lsn
+from cdc_assets.spark import history_driver
 from cdc_assets.spark.history_store import VALIDITY_COLUMNS, history_as_of
 from cdc_assets.sqlserver.lsn_queries import commit_time_at_or_before
 from cdc_assets.workload import ColumnDef, TableDef
@@ -140,15 +141,23 @@ def assert_as_of(
         assert multiset(rows) == multiset(as_of_time(versions, at)), (table.qualified_name, at)
 
 
-@pytest.mark.parametrize("seed", [3, 17])
+@pytest.mark.parametrize(("seed", "path"), [(3, "driver"), (17, "spark")])
 def test_history_equals_versions_replayed_from_the_change_table(
-    tmp_path: Path, spark: SparkSession, instance: DagsterInstance, seed: int
+    tmp_path: Path,
+    spark: SparkSession,
+    instance: DagsterInstance,
+    seed: int,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A random workload (key updates, delete and re-insert in one transaction, several updates
     of one row in one transaction, rollbacks, keyless duplicates) synced in ranges of a few
     transactions: every table's history equals the versions replayed from its change table,
     key by key and interval by interval, read by DuckDB; Spark's reader as of three LSNs and
-    three commit times equals the replayed table then."""
+    three commit times equals the replayed table then. Keyed ranges applied in the driver
+    (small ranges, the default) or by Spark's MERGE (``path``: the threshold set to 0)."""
+    if path == "spark":
+        monkeypatch.setattr(history_driver, "DRIVER_HISTORY_ROWS", 0)
     harness = make_harness(
         tmp_path, spark, instance, seed=seed, rows=25, tables=TABLES, max_transactions=5
     )
