@@ -324,6 +324,15 @@ def _history_step(
     ) -> Iterator[Output | AssetMaterialization | LogLine]:
         key = table.history_key
         published, why, done = bring_history(spark, source, table, lsn_range.hi, ranges)
+        if done.get("rebased_on_snapshot"):
+            # its 'snapshot' partition shows as materialized (as a mirror's does), logged
+            # before the range's output, so the latest materialization is the range's
+            yield AssetMaterialization(
+                asset_key=key,
+                partition=SNAPSHOT_PARTITION,
+                description=f"built on the table's snapshot by the run of range {lsn_range.key}",
+                metadata={"applied_by_range": lsn_range.key},
+            )
         if published is None:
             yield LogLine("info", f"{key.to_user_string()} is left as it is: {why}")
             if done.get("rebased_on_snapshot"):

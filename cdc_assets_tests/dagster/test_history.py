@@ -198,6 +198,11 @@ def test_a_range_run_again_changes_no_history(
     position = history_position(harness.source, table)
     assert position is not None
     versions = harness.source.store.history(table.history_key.path)
+    # its snapshot partition and this range show as materialized
+    for partition in (SNAPSHOT_PARTITION, request.partition_key):
+        assert harness.instance.get_latest_materialization_event(table.history_key) is not None
+        found = harness.instance.get_materialized_partitions(table.history_key)
+        assert partition in found, (partition, found)
     assert_succeeded(harness.execute(request))  # the same range again
     assert harness.source.store.history(table.history_key.path) == versions
     assert history_position(harness.source, table) == position
