@@ -19,6 +19,7 @@
         maintenance: {cron: "0 * * * *", keep_history: 7d,  # VACUUM, Delta log retention
                       drop_retired_changes: false,          # delete retired ranges' rows
                       keep_runs: 30d}                       # finished runs kept; null: all
+        history: {include: ["dbo.*"]}        # SCD2 history assets (see history_config.py)
         owners: ["team:data-platform"]       # shown on every asset of the source
         columns: {hash_key_env: PII_HASH_KEY,  # column rules: exclude | hash | redact | null
                   rules: [{tables: "dbo.customers", columns: [email], rule: hash}]}
@@ -46,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from cdc_assets.column_rules import ColumnRules
 from cdc_assets.config_errors import describe
 from cdc_assets.emulator.connection_factory import EmulatorSettings
+from cdc_assets.history_config import HistoryConfig
 from cdc_assets.spark_connect_address import spark_connect_address
 from cdc_assets.sqlserver.connection import DsnSettings, OdbcSettings
 
@@ -332,6 +334,7 @@ class SourceConfig(_Model):
         description="Columns never read (exclude) or masked as read (hash, redact, null): "
         "see cdc_assets/column_rules.py.",
     )
+    history: HistoryConfig = HistoryConfig()  # tables with a history asset (SCD type 2)
     owners: tuple[str, ...] = Field(
         default=(),
         description="Shown as the owners of every asset of the source: e-mail addresses or "

@@ -24,6 +24,7 @@ from cdc_assets.spark.session import remote_url, session_options, use_this_pytho
 from .change_log import build_change_logs
 from .examples import build_examples, examples_sensor
 from .health_checks import build_capture_checks
+from .history import build_histories
 from .maintenance import build_maintenance_job, build_maintenance_schedule
 from .mirror import build_mirrors
 from .mirror_checks import RECONCILE, build_mirror_checks
@@ -68,6 +69,7 @@ def source_definitions(source: Source) -> Definitions:
     ]
     change_logs = build_change_logs(source, partitions)
     mirrors = build_mirrors(source, partitions)
+    histories = build_histories(source, partitions)  # where the source's `history` names tables
     mirror_checks = build_mirror_checks(source, partitions)
     capture_checks = build_capture_checks(source)
     reconcile = AssetSelection.checks(
@@ -80,7 +82,7 @@ def source_definitions(source: Source) -> Definitions:
         # queries), so every check the UI shows has a current result; reconcile (an exact
         # snapshot of the source to count its rows) runs with capture_health on the schedule
         # below. The at_chain_end check step stays in the job for "Execute checks".
-        selection=AssetSelection.assets(*change_logs, *mirrors) - reconcile,
+        selection=AssetSelection.assets(*change_logs, *mirrors, *histories) - reconcile,
         tags={SOURCE_TAG: source.name},
         # Both steps in one process: one Spark session per run instead of one per step (a
         # Spark start costs 10-20 s, more than a typical range takes to sync).
@@ -105,7 +107,7 @@ def source_definitions(source: Source) -> Definitions:
     )
     maintenance = build_maintenance_job(source)
     return Definitions(
-        assets=[*specs, *change_logs, *mirrors],
+        assets=[*specs, *change_logs, *mirrors, *histories],
         asset_checks=[mirror_checks, capture_checks],
         jobs=[job, health_job, maintenance],
         sensors=[build_sync_sensor(source, partitions, job)],

@@ -22,7 +22,7 @@ from .mirror_merge import (
 )
 from .spark_merges import (
     ACTION,
-    _turn_on_mirror_properties,
+    turn_on_mirror_properties,
 )
 from .store_reads import PLAIN_PARQUET_READER_FEATURES
 from .stored_columns import encode_rows, stored_name
@@ -136,7 +136,7 @@ def driver_merge_multiset(
     uri = store.location(key_path)
     if not is_local(uri) or not (local_path(uri) / "_delta_log").is_dir():
         return None  # (a file-system check: the two calls below read the log)
-    _turn_on_mirror_properties(spark, store, key_path)
+    turn_on_mirror_properties(spark, store, key_path)
     return merge_with_deletion_vectors.deletion_vector_merge_multiset(
         store, key_path, changes, snapshot_lsn=snapshot_lsn, properties=properties
     )

@@ -104,7 +104,7 @@ def deletion_vector_merge_keyed(
     keys = source.select(list(key_columns)).append_column(
         MATCH, pa.array(range(len(source)), pa.int64())
     )
-    found = _matches(table, state, target, key_columns, keys)
+    found = matches(table, state, target, key_columns, keys)
     if found is None:
         return None
     touched, before, matched = found
@@ -258,7 +258,7 @@ def _may_hold(
     return at < len(values) and values[at] <= high
 
 
-def _matches(
+def matches(
     table: Path,
     state: delta_log.TableLog,
     target: pa.Schema,

@@ -50,7 +50,7 @@ def stored_sql_name(name: str) -> str:
     return sql_name(stored_name(name))
 
 
-def _turn_on_mirror_properties(
+def turn_on_mirror_properties(
     spark: SparkSession, store: AssetStore, key_path: Sequence[str]
 ) -> None:
     """Deletion vectors for a mirror that lacks them: one created small, by delta-rs (see
@@ -81,7 +81,7 @@ def run_merge(
 ) -> Published:
     """The MERGE, committed with ``properties``; a MERGE that changed nothing may make no
     commit, and then the properties get one of their own (:func:`_record`)."""
-    _turn_on_mirror_properties(spark, store, key_path)
+    turn_on_mirror_properties(spark, store, key_path)
     uri = store.location(key_path)
     view = f"cdc_merge_{uuid.uuid4().hex}"
     source.createOrReplaceGlobalTempView(view)  # seen by the commit's own session

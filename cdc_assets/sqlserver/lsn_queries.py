@@ -102,6 +102,18 @@ def map_lsn_to_time(conn: DbapiConnection, lsn: Lsn) -> dt.datetime | None:
     return value
 
 
+COMMIT_TIME_AT_OR_BEFORE_QUERY = (
+    "SELECT MAX(tran_end_time) FROM cdc.lsn_time_mapping WHERE start_lsn <= ? AND tran_id <> 0x00"
+)
+
+
+def commit_time_at_or_before(conn: DbapiConnection, lsn: Lsn) -> dt.datetime | None:
+    """The commit time (server local time, naive) of the last transaction committed at or
+    before ``lsn`` (a snapshot's LSN, which is no commit's); None when there is none."""
+    value: dt.datetime | None = fetch_value(conn, COMMIT_TIME_AT_OR_BEFORE_QUERY, lsn.raw)
+    return value
+
+
 # https://learn.microsoft.com/en-us/sql/relational-databases/system-functions/sys-fn-cdc-map-time-to-lsn-transact-sql
 TIME_TO_LSN_QUERY = "SELECT sys.fn_cdc_map_time_to_lsn(N'largest less than or equal', ?)"
 

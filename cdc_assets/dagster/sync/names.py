@@ -5,7 +5,9 @@ title in the lineage graph, the name in the catalog) says the stage:
 
 - ``sqlserver/<source>/<schema>/<table>``: the SQL Server table (external);
 - ``cdc/<source>/<schema>/<table>_changes``: its change log;
-- ``mirror/<source>/<schema>/<table>_mirror``: its current state.
+- ``mirror/<source>/<schema>/<table>_mirror``: its current state;
+- ``history/<source>/<schema>/<table>_history``: its versions (SCD type 2), where the source's
+  ``history`` settings name the table.
 
 These keys are what users' downstream assets depend on: they do not change. Dagster allows only
 letters, digits and ``_`` in a key part, so other characters (spaces, dots, unicode) become ``_``
@@ -59,6 +61,10 @@ def change_log_key(source: str, schema: str, table: str) -> AssetKey:
 
 def mirror_key(source: str, schema: str, table: str) -> AssetKey:
     return AssetKey(["mirror", source, key_part(schema), f"{key_part(table)}_mirror"])
+
+
+def history_key(source: str, schema: str, table: str) -> AssetKey:
+    return AssetKey(["history", source, key_part(schema), f"{key_part(table)}_history"])
 
 
 def partitions_name(source: str) -> str:

@@ -22,7 +22,7 @@ from cdc_assets.sqlserver import (
 )
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
-from .names import change_log_key, mirror_key, source_table_key
+from .names import change_log_key, history_key, mirror_key, source_table_key
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,11 @@ class Table:
     def mirror_key(self) -> AssetKey:
         return mirror_key(self.source, self.schema, self.name)
 
+    @property
+    def history_key(self) -> AssetKey:
+        """Its history's key (an asset only where the source's ``history`` names the table)."""
+        return history_key(self.source, self.schema, self.name)
+
 
 @dataclass(frozen=True)
 class Source:
@@ -83,6 +88,11 @@ class Source:
 
     def connect(self) -> DbapiConnection:
         return self.factory.connect(autocommit=True)
+
+    @property
+    def history_tables(self) -> tuple[Table, ...]:
+        """The tables that keep a history (the source's ``history`` settings)."""
+        return tuple(t for t in self.tables if self.config.history.enabled(t.schema, t.name))
 
 
 def select_tables(config: SourceConfig, found: dict[tuple[str, str], SourceTable]) -> list[Table]:

@@ -1,0 +1,359 @@
+"""``history/<source>/<schema>/<table>_history``: each table's versions (SCD type 2).
+
+For the tables the source's ``history`` settings name, a history beside the mirror, on the same
+partitions and in the same sync runs: materializing range ``(lo, hi]`` brings every selected
+history to ``hi``, applying the ranges it has not applied yet (usually just this one) in one
+MERGE (:mod:`cdc_assets.spark.history_store`). Like the mirror, a history is built from its
+table's snapshot by the first range run at or after the snapshot LSN (the ``snapshot`` run
+writes the change log; the state at the snapshot LSN needs the changes up to it, which a
+lock-free snapshot takes from the ranges): its versions open at the snapshot LSN. A new snapshot
+of the table (a re-snapshot) closes, at its LSN, the versions of rows that vanished or differ and
+opens the rows that differ: the history before it stays. Each commit records the LSN reached and
+the snapshot it is built on, so a range already applied is never applied twice.
+
+A history never applies a range that failed its coverage check, nor skips one: the table's
+history stays where it was with a message, the other tables' histories apply the range, and the
+step fails at the end naming those it left.
+"""
+
+import datetime as dt
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from dagster import (
+    AssetExecutionContext,
+    AssetMaterialization,
+    AssetOut,
+    AssetsDefinition,
+    DynamicPartitionsDefinition,
+    Failure,
+    Output,
+    multi_asset,
+)
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdc_assets.lsn import START_LSN, Lsn, LsnRange
+from cdc_assets.spark import history_driver, history_store, sqlserver_source
+from cdc_assets.spark.change_log_properties import range_of
+from cdc_assets.spark.commit_metadata import Published
+from cdc_assets.spark.mirror_merge import rows_after_keyed_changes, rows_after_multiset_changes
+from cdc_assets.spark.session import use_in_this_thread
+from cdc_assets.sqlserver.lsn_queries import commit_time_at_or_before
+
+from .sync.chain import ChainGap, RangeReader, SnapshotInfo, ranges_covering
+from .sync.change_log_state import snapshot_info
+from .sync.io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
+from .sync.metadata import asset_tags, table_metadata
+from .sync.names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
+from .sync.partitions import parse_partition
+from .sync.range_order import wait_for_earlier_ranges
+from .sync.source import Source, Table
+from .sync.sync_state import SourceSync
+from .sync.table_pool import LogLine, collect, run_tables
+from .sync.table_steps import step_name, table_groups
+
+
+def history_position(source: Source, table: Table) -> history_store.HistoryPosition | None:
+    """Where the table's history is (its last commit's ``userMetadata``); None: no history."""
+    return history_store.position_of(source.store.properties(table.history_key.path, None))
+
+
+def build_histories(
+    source: Source, partitions: DynamicPartitionsDefinition
+) -> list[AssetsDefinition]:
+    """The history multi-assets of ``source`` (none when its settings name no table): one output
+    per table with a history, one step per group of tables, each after their change logs."""
+    tables = list(source.history_tables)
+    if not tables:
+        return []
+    groups = table_groups(tables)
+    return [_history_step(source, partitions, g, i, len(groups)) for i, g in enumerate(groups)]
+
+
+def _tracked(source: Source, table: Table) -> tuple[str, ...] | None:
+    """The table's ``track_history_columns`` (None: every change makes a version); a
+    :class:`Failure` naming a column the table does not have."""
+    tracked = source.config.history.tracked_columns(table.schema, table.name)
+    if tracked is None:
+        return None
+    columns = list(table.instance.column_names)
+    unknown = [c for c in tracked if c not in columns]
+    if unknown:
+        raise Failure(
+            f"{table.qualified_name}: history.track_history_columns names {unknown}, which the "
+            f"table does not have (its columns: {', '.join(columns)}); fix the source's config."
+        )
+    return tracked
+
+
+def _state_at_snapshot(
+    spark: SparkSession,
+    source: Source,
+    table: Table,
+    snapshot: SnapshotInfo,
+    ranges: Callable[[Lsn], Sequence[LsnRange]],
+) -> DataFrame:
+    """The table as of its snapshot LSN: the snapshot's rows with the changes
+    (``replay_from``, ``snapshot_lsn``] applied (none for an exact snapshot)."""
+    store, path = source.store, table.change_log_key.path
+    base = sqlserver_source.drop_snapshot_columns(store.read(spark, path, SNAPSHOT_PARTITION))
+    start, at = snapshot.replay_from, snapshot.snapshot_lsn
+    if at <= start:
+        return base
+    ends = [r.hi for r in ranges(start) if r.hi >= at]
+    if not ends:
+        raise Failure(
+            f"{table.qualified_name}: no range reaches its snapshot LSN {at.hex} yet; a later "
+            "range builds its history."
+        )
+    needed = ranges_covering(ranges(start), start, min(ends))
+    rows, holding = _change_rows(source, table, needed, snapshot)
+    if not rows:
+        return base
+    changes = store.read_partitions(spark, path, [r.key for r in holding])
+    changes = changes.where(F.col(f"`{START_LSN}`") <= F.lit(bytearray(at.raw)))
+    keys = list(table.instance.key_columns)
+    if keys:
+        return rows_after_keyed_changes(base, changes, key_columns=keys, snapshot_lsn=start.raw)
+    return rows_after_multiset_changes(base, changes, snapshot_lsn=start.raw)
+
+
+def _change_rows(
+    source: Source, table: Table, needed: list[LsnRange], snapshot: SnapshotInfo
+) -> tuple[int, list[LsnRange]]:
+    """How many change rows ``needed`` holds for the table and the ranges that hold some,
+    after checking each range is written and covered, or was quiet for the table: a range
+    without a partition in the change log that the table's mirror has passed, built on the
+    same snapshot (the run's change-log step proved it quiet and moved the mirror on in the
+    sync state, :mod:`.quiet_ranges`)."""
+    path = table.change_log_key.path
+    row = SourceSync.load(source, fill=False).tables.get(table)
+    passed = (
+        row.mirror_at
+        if row is not None and row.mirror_version == snapshot.version and row.mirror_at
+        else None
+    )
+    rows, holding = 0, []
+    for lsn_range in needed:
+        found = range_of(source.store.properties(path, lsn_range.key))
+        if found is None:
+            if passed is not None and passed >= lsn_range.hi:
+                continue  # quiet for the table
+            raise Failure(
+                f"{table.qualified_name}: range {lsn_range.key} has not been materialized for "
+                f"{table.change_log_key.to_user_string()}; materialize that partition first (the "
+                "history never skips a range)."
+            )
+        if found.coverage is None or not found.coverage.ok:
+            reason = (found.coverage and found.coverage.reason) or "no coverage recorded"
+            raise Failure(
+                f"{table.qualified_name}: range {lsn_range.key} failed its coverage check "
+                f"({reason}); the history is left as it is. Re-snapshot the table to continue."
+            )
+        count = found.rows if found.rows is not None else 1  # unknown: read the range
+        rows += count
+        if count:
+            holding.append(lsn_range)
+    return rows, holding
+
+
+def _rebase_time(source: Source, at: Lsn) -> dt.datetime | None:
+    conn = source.connect()
+    try:
+        return commit_time_at_or_before(conn, at)
+    finally:
+        conn.close()
+
+
+def bring_history(
+    spark: SparkSession,
+    source: Source,
+    table: Table,
+    target: Lsn,
+    ranges: Callable[[Lsn], Sequence[LsnRange]],
+) -> tuple[Published | None, str, dict[str, Any]]:
+    """Bring ``table``'s history to ``target``: the commit (None and the reason when it is left
+    as it is) and what was done, for its metadata."""
+    store, path = source.store, table.history_key.path
+    snapshot = snapshot_info(source, table)
+    if snapshot is None:
+        raise Failure(
+            f"{table.qualified_name} has no snapshot yet: materialize the 'snapshot' partition of "
+            f"{table.change_log_key.to_user_string()} first."
+        )
+    if target < snapshot.snapshot_lsn:
+        return None, f"its snapshot is consistent from {snapshot.snapshot_lsn.hex} on", {}
+    tracked = _tracked(source, table)
+    keys = list(table.instance.key_columns)
+    position = history_position(source, table)
+    done: dict[str, Any] = {"rebased_on_snapshot": False}
+    if position is None or (
+        position.snapshot_version != snapshot.version and position.lsn < snapshot.snapshot_lsn
+    ):
+        # a new history, or a re-snapshot: versions open (and close) at the snapshot LSN
+        at = snapshot.snapshot_lsn
+        state = _state_at_snapshot(spark, source, table, snapshot, ranges)
+        reached = history_store.HistoryPosition(at, snapshot.version)
+        history_store.rebase(
+            spark,
+            store,
+            path,
+            state,
+            at=at,
+            at_time=_rebase_time(source, at),
+            key_columns=keys,
+            properties={"kind": "history", **history_store.position_properties(reached)},
+            estimated_rows=snapshot.rows,
+        )
+        position = reached
+        done["rebased_on_snapshot"] = True
+    start = position.lsn
+    if start >= target:
+        return None, f"it is already at {start.hex}", done
+    try:
+        needed = ranges_covering(ranges(start), start, target)
+    except ChainGap as exc:
+        raise Failure(
+            f"{table.qualified_name}: cannot bring its history to {target.hex}: {exc}"
+        ) from None
+    rows, holding = _change_rows(source, table, needed, snapshot)
+    done.update(previous_lsn=start.hex, ranges_applied=len(needed), change_rows=rows)
+    if not rows:
+        # quiet ranges: nothing to record; the next range with changes applies from here
+        return None, "its ranges are quiet", done
+    reached = history_store.HistoryPosition(target, snapshot.version)
+    properties = {
+        "kind": "history",
+        **history_store.position_properties(reached),
+        "previous_lsn": start.hex,
+        "applied_ranges": [r.key for r in needed],
+    }
+    published = history_driver.apply(
+        spark,
+        store,
+        path,
+        table.change_log_key.path,
+        [r.key for r in holding],
+        change_rows=rows,
+        key_columns=keys,
+        after_lsn=start.raw,
+        properties=properties,
+        tracked=tracked,
+        history_rows=snapshot.rows,
+    )
+    return published, "", done
+
+
+def _history_step(
+    source: Source,
+    partitions: DynamicPartitionsDefinition,
+    tables: list[Table],
+    index: int,
+    groups: int,
+) -> AssetsDefinition:
+    """The history multi-asset of ``tables``, group ``index`` of ``source``'s history tables."""
+    by_key = {t.history_key: t for t in tables}
+    outs = {
+        t.history_key.to_python_identifier(): AssetOut(
+            key=t.history_key,
+            is_required=False,
+            io_manager_key=IO_MANAGER,
+            group_name=group_name(source.name),
+            kinds={"spark", "delta"},
+            description=f"History (SCD type 2) of {t.qualified_name} in source '{source.name}': "
+            "one version per key and transaction that changed it, valid from __start_lsn / "
+            "__start_at to __end_lsn / __end_at (null while __is_current), applied range by "
+            "range from the change log.",
+            metadata={LAYOUT: CURRENT_LAYOUT, **table_metadata(t.instance, t.qualified_name)},
+            owners=list(source.config.owners),
+            tags=asset_tags(source.config, t.schema),
+        )
+        for t in tables
+    }
+
+    @multi_asset(
+        name=step_name(f"{source.name}_histories", index, groups),
+        outs=outs,
+        can_subset=True,
+        partitions_def=partitions,
+        deps=[t.change_log_key for t in tables],
+        internal_asset_deps={
+            t.history_key.to_python_identifier(): {t.change_log_key} for t in tables
+        },
+        required_resource_keys={"pyspark"},
+    )
+    def histories(context: AssetExecutionContext) -> Iterator[Output | AssetMaterialization]:
+        lsn_range = parse_partition(context.partition_key)
+        if lsn_range is None:
+            context.log.info("histories move with range partitions; a range run builds them")
+            return
+        wait_for_earlier_ranges(context.instance, source.name, context.run, context.log.info)
+        spark = context.resources.pyspark.spark_session
+        ranges = RangeReader(context.instance, partitions.name)
+        selected = sorted(k for k in context.selected_asset_keys if k in by_key)
+        failed: dict[str, str] = {}
+
+        def work(table: Table) -> tuple[list[Output | AssetMaterialization | LogLine], Any]:
+            return collect(table_events(spark, table, lsn_range, ranges))
+
+        workers = source.config.sync.tables_in_parallel
+        chosen = [by_key[k] for k in selected]
+        for done in run_tables(chosen, work, workers, lambda: use_in_this_thread(spark)):
+            events, error = done.result or ([], done.error)
+            for event in events:
+                if isinstance(event, LogLine):
+                    getattr(context.log, event.level)(event.text)
+                else:
+                    yield event
+            if error is not None:  # this table's history stays where it was; the others go on
+                message = table_error(done.table.qualified_name, error)
+                context.log.error(message)
+                failed[done.table.qualified_name] = message
+        if failed:
+            raise Failure(
+                description=f"{len(failed)} of {len(chosen)} histories left where they were "
+                "(the others applied the range): " + " | ".join(failed.values())
+            )
+
+    def table_events(
+        spark: SparkSession,
+        table: Table,
+        lsn_range: LsnRange,
+        ranges: Callable[[Lsn], Sequence[LsnRange]],
+    ) -> Iterator[Output | AssetMaterialization | LogLine]:
+        key = table.history_key
+        published, why, done = bring_history(spark, source, table, lsn_range.hi, ranges)
+        if done.get("rebased_on_snapshot"):
+            # its 'snapshot' partition shows as materialized (as a mirror's does), logged
+            # before the range's output, so the latest materialization is the range's
+            yield AssetMaterialization(
+                asset_key=key,
+                partition=SNAPSHOT_PARTITION,
+                description=f"built on the table's snapshot by the run of range {lsn_range.key}",
+                metadata={"applied_by_range": lsn_range.key},
+            )
+        if published is None:
+            yield LogLine("info", f"{key.to_user_string()} is left as it is: {why}")
+            if done.get("rebased_on_snapshot"):
+                yield AssetMaterialization(
+                    asset_key=key,
+                    partition=lsn_range.key,
+                    description=f"built on its snapshot; {why}",
+                    metadata={k: v for k, v in done.items() if v is not None},
+                )
+            return
+
+        def metadata(p: dict[str, Any]) -> dict[str, Any]:
+            return {
+                "history_lsn": p[history_store.LSN],
+                **{k: v for k, v in done.items() if v is not None},
+                "versions_opened": published.metrics.get("numTargetRowsInserted"),
+                "versions_closed_or_updated": published.metrics.get("numTargetRowsUpdated"),
+            }
+
+        stored = StoredFrame(None, metadata=metadata, write=lambda *_: published)
+        published = commit(spark, source.store, key.path, None, stored)
+        yield Output(committed(published, stored), output_name=key.to_python_identifier())
+
+    return histories

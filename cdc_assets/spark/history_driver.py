@@ -1,0 +1,211 @@
+"""A small range applied to a keyed history in the driver, with deletion vectors: what
+:func:`.history_store.apply_changes`'s Spark MERGE commits, without its Spark jobs.
+
+The same commit :mod:`.merge_with_deletion_vectors` makes for a mirror (its log reading, file
+matching, vector, Parquet and commit writing are used as they are): the range's versions are
+computed in Arrow and Python (per key and transaction the key's last state; each opens a version
+that the key's next transaction closes), the files whose key statistics can hold a changed key
+are read (key columns and ``__is_current``) to find the changed keys' current versions, those
+rows are deleted by vectors and written again closed, with the new versions, in one Parquet
+file; the change feed has the closed versions as update pre- and postimages and the new ones as
+inserts. None, nothing committed, where Spark must do it (what the mirror's driver merge leaves
+to Spark, or ``track_history_columns``, which only Spark's path applies).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from cdc_assets.lsn import CHANGE_ORDER, OPERATION, START_LSN
+
+from . import deletion_vector_commits, deletion_vector_files, history_multiset, history_store
+from . import merge_with_deletion_vectors as dv
+from .asset_store import AssetStore
+from .commit_metadata import Published
+from .driver_writes import RowsInDriver
+from .history_store import (
+    COMMIT_TIME,
+    END_AT,
+    END_LSN_COLUMN,
+    IS_CURRENT,
+    START_AT,
+    START_LSN_COLUMN,
+)
+from .mirror_merge import BEFORE_IMAGE, DELETE
+from .spark_merges import turn_on_mirror_properties as turn_on_deletion_vectors
+from .stored_columns import encode_rows, stored_name
+
+# A range of at most this many change rows is applied here (as a mirror's, DRIVER_MERGE_ROWS).
+DRIVER_HISTORY_ROWS = 100_000
+
+
+def apply(
+    spark: SparkSession,
+    store: AssetStore,
+    key_path: Sequence[str],
+    change_log: Sequence[str],
+    partitions: Sequence[str],
+    *,
+    change_rows: int,
+    key_columns: Sequence[str],
+    after_lsn: bytes | None,
+    properties: Mapping[str, Any],
+    tracked: Sequence[str] | None = None,
+    history_rows: int | None = None,
+) -> Published:
+    """The range partitions ``partitions`` of ``change_log`` (``change_rows`` rows) applied to
+    the history at ``key_path``: the one place that chooses how. A keyed history without
+    ``tracked`` columns takes a range of at most :data:`DRIVER_HISTORY_ROWS` rows that the
+    driver reads here (:func:`apply_changes`; a history created small, by delta-rs, gets
+    deletion vectors first: one ``ALTER TABLE``); otherwise Spark's MERGE
+    (:func:`.history_store.apply_changes`, :func:`.history_multiset.apply_changes`)."""
+    if key_columns and not tracked and change_rows <= DRIVER_HISTORY_ROWS:
+        found = store.rows_in_driver(change_log, partitions)
+        if found is not None:
+            turn_on_deletion_vectors(spark, store, key_path)
+            published = apply_changes(
+                store,
+                key_path,
+                found,
+                key_columns=key_columns,
+                after_lsn=after_lsn,
+                properties=properties,
+            )
+            if published is not None:
+                return published
+    changes = store.read_partitions(spark, change_log, partitions)
+    if not key_columns:
+        return history_multiset.apply_changes(
+            spark, store, key_path, changes, after_lsn=after_lsn, properties=properties
+        )
+    return history_store.apply_changes(
+        spark,
+        store,
+        key_path,
+        changes,
+        key_columns=key_columns,
+        after_lsn=after_lsn,
+        properties=properties,
+        tracked=tracked,
+        history_rows=history_rows,
+    )
+
+
+def _versions(
+    rows: pa.Table, keys: Sequence[str], after_lsn: bytes | None
+) -> tuple[dict[tuple[Any, ...], tuple[bytes, Any]], list[dict[str, Any]]]:
+    """Per changed key where its current version closes (LSN, commit time), and the versions
+    the range opens (dicts of the stored columns and the validity)."""
+    order = [rows.column(c).to_pylist() for c in CHANGE_ORDER]
+    ranked = sorted(
+        range(rows.num_rows), key=lambda i: tuple((c[i] is not None, c[i]) for c in order)
+    )
+    records = rows.to_pylist()
+    last: dict[tuple[Any, ...], dict[bytes, dict[str, Any]]] = defaultdict(dict)
+    for i in ranked:  # SQL Server's order: a key's last change in a transaction comes last
+        record = records[i]
+        lsn = bytes(record[START_LSN])
+        if record[OPERATION] == BEFORE_IMAGE or (after_lsn is not None and lsn <= after_lsn):
+            continue
+        last[tuple(record[k] for k in keys)][lsn] = record
+    closes: dict[tuple[Any, ...], tuple[bytes, Any]] = {}
+    opens: list[dict[str, Any]] = []
+    for key, per_transaction in last.items():
+        lsns = sorted(per_transaction)
+        closes[key] = (lsns[0], per_transaction[lsns[0]][COMMIT_TIME])
+        for i, lsn in enumerate(lsns):
+            record = per_transaction[lsn]
+            if record[OPERATION] == DELETE:
+                continue
+            end = lsns[i + 1] if i + 1 < len(lsns) else None
+            opens.append(
+                {
+                    **record,
+                    START_LSN_COLUMN: lsn,
+                    START_AT: record[COMMIT_TIME],
+                    END_LSN_COLUMN: end,
+                    END_AT: per_transaction[end][COMMIT_TIME] if end else None,
+                    IS_CURRENT: end is None,
+                }
+            )
+    return closes, opens
+
+
+def apply_changes(
+    store: AssetStore,
+    key_path: Sequence[str],
+    changes: RowsInDriver,
+    *,
+    key_columns: Sequence[str],
+    after_lsn: bytes | None,
+    properties: Mapping[str, Any],
+) -> Published | None:
+    """Apply ``changes`` to the keyed history (deletion vectors on) as the Spark MERGE of
+    :func:`.history_store.apply_changes` would; None, nothing committed, where Spark must."""
+    found = deletion_vector_commits.writable_log(store, key_path)
+    if found is None:
+        return None
+    table, uri, state = found
+    target = deletion_vector_files.arrow_schema(state.metadata["schemaString"])
+    keys = [stored_name(k) for k in key_columns]
+    closes, opens = _versions(encode_rows(changes.schema, changes.read()), keys, after_lsn)
+    if not closes:
+        return None
+    order = list(closes)
+    wanted = pa.Table.from_pylist(
+        [{**dict(zip(keys, key, strict=True)), IS_CURRENT: True} for key in order]
+    )
+    wanted = pa.Table.from_arrays(
+        [wanted.column(k).cast(target.field(k).type) for k in keys] + [wanted.column(IS_CURRENT)],
+        names=[*keys, IS_CURRENT],
+    ).append_column(deletion_vector_files.MATCH, pa.array(range(len(order)), pa.int64()))
+    matched = dv.matches(table, state, target, [*keys, IS_CURRENT], wanted)
+    if matched is None:
+        return None
+    touched, before, _ = matched
+    ends = [closes[order[m]] for m in before.column(deletion_vector_files.MATCH).to_pylist()]
+    closed = before.drop_columns([deletion_vector_files.MATCH])
+    closed = closed.set_column(
+        closed.schema.get_field_index(END_LSN_COLUMN),
+        END_LSN_COLUMN,
+        pa.array([e[0] for e in ends], target.field(END_LSN_COLUMN).type),
+    )
+    closed = closed.set_column(
+        closed.schema.get_field_index(END_AT),
+        END_AT,
+        pa.array([e[1] for e in ends]).cast(target.field(END_AT).type),
+    )
+    closed = closed.set_column(
+        closed.schema.get_field_index(IS_CURRENT),
+        IS_CURRENT,
+        pa.array([False] * closed.num_rows, pa.bool_()),
+    )
+    opened = (
+        deletion_vector_files.conformed(pa.Table.from_pylist(opens), target)
+        if opens
+        else target.empty_table()
+    )
+    written = pa.concat_tables([closed, opened])
+    feed = deletion_vector_files.change_feed_rows(target, before, set(), closed, opened)
+    adds, metrics = deletion_vector_files.file_actions(table, touched, written, feed)
+    metrics.update(
+        numSourceRows=len(order) + opened.num_rows,
+        numTargetRowsInserted=opened.num_rows,
+        numTargetRowsUpdated=closed.num_rows,
+        numTargetRowsMatchedUpdated=closed.num_rows,
+        numTargetRowsDeleted=0,
+        numTargetRowsMatchedDeleted=0,
+        numTargetRowsCopied=0,
+        numOutputRows=written.num_rows,
+        numTargetRowsNotMatchedBySourceUpdated=0,
+        numTargetRowsNotMatchedBySourceDeleted=0,
+    )
+    parameters = deletion_vector_commits.keyed_parameters(keys)
+    return deletion_vector_commits.commit_actions(
+        table, uri, state, parameters, adds, metrics, properties
+    )
