@@ -42,7 +42,9 @@ from .sync.source import Source, Table
 from .sync.sync_state import SourceSync, now
 
 
-def gaps(source: Source, last: LsnRange, snapshots: dict[Table, SnapshotInfo | None]) -> dict:
+def cleanup_gaps(
+    source: Source, last: LsnRange, snapshots: dict[Table, SnapshotInfo | None]
+) -> dict:
     """Tables whose change log of ``last`` could not be written because cleanup removed changes
     it needs, and that have not been re-snapshotted since: table -> the recorded reason."""
     found = {}
@@ -187,7 +189,7 @@ def catch_up(
     gaps = {
         t: reason
         for t, r in needs.items()
-        if (reason := gaps(source, r, {t: snapshots[t]}).get(t)) is not None
+        if (reason := cleanup_gaps(source, r, {t: snapshots[t]}).get(t)) is not None
     }
     if gaps:
         names = ", ".join(t.qualified_name for t in gaps)
