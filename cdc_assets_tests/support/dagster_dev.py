@@ -180,11 +180,13 @@ def write_project(
     examples: list[str],
     spark_remote: str | None = None,
     maintenance: dict[str, Any] | None = None,
+    source_settings: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """A cdc_assets config for ``source_db`` and a DAGSTER_HOME like the demo's (freshness on,
     telemetry off, queued runs launched within a second). Runs attach to the Spark Connect server
     ``spark_remote`` names (as the demo's do), else each starts a driver of its own.
-    ``maintenance``: the source's maintenance policy (default: the config's)."""
+    ``maintenance``: the source's maintenance policy (default: the config's);
+    ``source_settings``: more settings of the source (``history``, ``columns``)."""
     # as the demo's config: a faster-starting driver JVM when a run starts one
     spark: dict[str, Any] = (
         {"remote": spark_remote}
@@ -205,6 +207,7 @@ def write_project(
                         "sync": sync,
                         "owners": ["team:data-platform"],
                         **({"maintenance": maintenance} if maintenance else {}),
+                        **(source_settings or {}),
                     }
                 ],
                 "storage": {"base_path": str(tmp / "storage")},

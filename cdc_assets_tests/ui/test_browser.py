@@ -59,6 +59,7 @@ ORDERS = {
     "mirror": "mirror/demo/dbo/orders_mirror",
     "downstream": "analytics/demo/daily_orders",
 }
+ORDERS_HISTORY = "history/demo/dbo/orders_history"
 
 
 @pytest.fixture(scope="module")
@@ -378,6 +379,17 @@ def _graph_nodes(page: Any) -> dict[str, float]:
     return found
 
 
+def _node_positions(page: Any) -> dict[str, float]:
+    """The lineage graph's asset nodes shown: box title -> x position."""
+    nodes = page.evaluate(
+        """() => Array.from(document.querySelectorAll('foreignObject'))
+            .filter(f => f.querySelector('[data-tooltip]') && f.querySelector('[aria-label]'))
+            .map(f => [f.querySelector('[data-tooltip]').getAttribute('data-tooltip'),
+                       parseFloat(f.getAttribute('x'))])"""
+    )
+    return dict(nodes)
+
+
 def _why_not_green(dev: DagsterDev) -> dict[str, list[str]]:
     """What may make each asset red in the lineage's group boxes (the instance has no asset
     health queries): checks whose latest execution did not succeed, a latest run that failed."""
@@ -445,6 +457,13 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             # The scenario does not show maintenance (its own tests do); its hourly run, VACUUMing
             # every table, landed in one CI run's scenario (~15 min) and slowed it past its waits.
             maintenance={"cron": "0 0 1 1 *"},
+            # a history beside the orders' mirror, and the customers' e-mails never stored
+            source_settings={
+                "history": {"include": ["dbo.orders"]},
+                "columns": {
+                    "rules": [{"tables": ["dbo.customers"], "columns": ["email"], "rule": "redact"}]
+                },
+            },
         )
         _the_scenario(tmp_path, db, config, home, page, artifacts)
 
@@ -599,6 +618,26 @@ def _broken_then_mended(dev: DagsterDev, page: Any, home: Path, artifacts: Path)
         picture.screenshot(path=artifacts / "01-lineage-sqlserver-cdc-mirror-daily_orders.png")
     finally:
         fresh.close()
+
+    # 1b. The history beside the mirror: its lineage upstream is the change log, then the table.
+    page.goto(
+        f"{dev.url}/assets/{ORDERS_HISTORY}?view=lineage&lineageScope=upstream&lineageDepth=2"
+    )
+    page.get_by_text("orders_history", exact=True).filter(visible=True).first.wait_for()
+    history_nodes = wait_for(
+        "the history's upstream lineage",
+        lambda: (n := _node_positions(page)) and {"orders", "orders_changes"} <= set(n) and n,
+        60,
+        dev.log,
+    )
+    assert (
+        history_nodes["orders"] < history_nodes["orders_changes"] < history_nodes["orders_history"]
+    ), history_nodes
+    page.screenshot(path=artifacts / "01b-lineage-history.png")
+    # ... and a masked column says so in the mirror's column list.
+    page.goto(f"{dev.url}/assets/mirror/demo/dbo/customers_mirror?view=overview")
+    page.get_by_text("masked: redact", exact=False).filter(visible=True).first.wait_for()
+    page.screenshot(path=artifacts / "01c-masked-column.png", full_page=True)
 
     # 2. The change log's partitions: 'snapshot' and the ranges the sensor created.
     page.goto(f"{dev.url}/assets/{ORDERS['cdc']}?view=partitions")
