@@ -521,7 +521,8 @@ def _the_scenario(
                 dev.log,
                 seen,
             )
-            assert len(green["catalog"]) == 16, green["catalog"]  # 5 x 3 stages + aggregate
+            # 5 tables x 3 stages, the aggregate and the orders' history
+            assert len(green["catalog"]) == 17, green["catalog"]
             _global_lineage_colours(page, dev)
             page.screenshot(path=artifacts / "00a-healthy-global-lineage.png")
             _catalog_page(page, dev)
