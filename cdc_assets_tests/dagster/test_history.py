@@ -163,14 +163,13 @@ def test_history_equals_versions_replayed_from_the_change_table(
     )
     with_history(harness, include=("*",))
     harness.sync()
-    for round_ in range(3):
+    for _round in range(3):
         for kind in KINDS:
             harness.workload.run_transaction(kind)
         for _ in range(6):
             harness.workload.step()
         harness.capture()
         harness.sync()
-        assert round_ >= 0
     assert harness.workload.stats.transactions > 0
     for table in harness.source.tables:
         versions = assert_history_equals_change_table(harness, table)
