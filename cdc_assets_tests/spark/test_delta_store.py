@@ -18,7 +18,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from cdc_assets.lsn import Lsn
-from cdc_assets.spark import asset_store, driver_merges, mirror_store, mirror_versions, spark_merges
+from cdc_assets.spark import (
+    driver_merges,
+    driver_writes,
+    mirror_store,
+    mirror_versions,
+    spark_merges,
+)
 from cdc_assets.spark.asset_store import AssetStore, OldLayout
 from cdc_assets.spark.commit_metadata import USER_METADATA_CONF, NotPublished, to_json
 from cdc_assets.spark.driver_writes import RowsInDriver
@@ -158,7 +164,7 @@ def test_a_small_new_table_is_created_by_delta_rs_as_spark_would_create_it(
     write(["log", "small"])
     assert _engine(store, ["log", "small"]).startswith("delta-rs")
     with monkeypatch.context() as m:
-        m.setattr(asset_store, "DRIVER_WRITE_ROWS", 3)  # 4 rows are too many: Spark writes
+        m.setattr(driver_writes, "DRIVER_WRITE_ROWS", 3)  # 4 rows are too many: Spark writes
         write(["log", "spark"])
     assert "Spark" in _engine(store, ["log", "spark"])
     small, big = store.delta_table(["log", "small"]), store.delta_table(["log", "spark"])

@@ -24,9 +24,9 @@ from cdc_assets import emulator
 from cdc_assets.emulator.connection_factory import EmulatorSettings
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import (
-    asset_store,
     delta_log,
     driver_merges,
+    driver_writes,
     mirror_store,
     mirror_versions,
     spark_merges,
@@ -138,7 +138,7 @@ def _in_driver(spark: SparkSession, work: Callable[[], Any]) -> Any:
 def _by_spark(monkeypatch: pytest.MonkeyPatch, work: Callable[[], Any]) -> Any:
     """``work()`` with Spark writing every table, however small."""
     with monkeypatch.context() as m:
-        m.setattr(asset_store, "DRIVER_WRITE_ROWS", 0)
+        m.setattr(driver_writes, "DRIVER_WRITE_ROWS", 0)
         return work()
 
 

@@ -220,7 +220,7 @@ def test_a_later_key_column_prunes_the_files_of_a_first_one_with_few_values(
     try:
         with monkeypatch.context() as patch:  # the first key column's condition alone
             patch.setattr(
-                mirror_store,
+                spark_merges,
                 "target_key_condition",
                 lambda source, columns: target_key_condition(source, columns[:1]),
             )
