@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from .type_text import sql_type_text
+
 __all__ = [
     "HASH_TYPE",
     "MASK_RULES",
@@ -145,18 +147,6 @@ class ColumnMask:
         return f"masked: null (stored as NULL; source type {self.source_type})"
 
 
-def _type_text(column: Any) -> str:
-    name = column.type_name
-    if name in ("decimal", "numeric"):
-        return f"{name}({column.precision},{column.scale})"
-    if name in ("char", "varchar", "binary", "varbinary", "nchar", "nvarchar"):
-        if column.max_length == -1:
-            return f"{name}(max)"
-        length = column.max_length // 2 if name.startswith("n") else column.max_length
-        return f"{name}({length})"
-    return name
-
-
 def _redacted_literal(column: Any) -> str:
     name = column.type_name.lower()
     if name in _STRINGS:
@@ -164,8 +154,8 @@ def _redacted_literal(column: Any) -> str:
     if name in _NUMBERS:
         return "0"
     raise MaskError(
-        f"column {column.name!r} ({_type_text(column)}): redact has no fixed value for this type "
-        "(it redacts strings to '****' and numbers to 0); use hash or null for it"
+        f"column {column.name!r} ({sql_type_text(column)}): redact has no fixed value for this "
+        "type (it redacts strings to '****' and numbers to 0); use hash or null for it"
     )
 
 
@@ -209,7 +199,7 @@ def mask_instance(
         elif rule == "hash":
             if key is None:
                 raise MaskError(f"column {column.name!r}: hash needs columns.hash_key_env")
-            mask = ColumnMask("hash", _type_text(column), key)
+            mask = ColumnMask("hash", sql_type_text(column), key)
             columns.append(
                 replace(
                     column, type_name="nvarchar", max_length=128, precision=0, scale=0, mask=mask
@@ -223,7 +213,7 @@ def mask_instance(
                     f"column {column.name!r} is a key column of {instance.name}: it cannot be "
                     f"masked with {rule} (its rows would collide); hash it instead"
                 )
-            mask = ColumnMask(rule, _type_text(column))  # type: ignore[arg-type]
+            mask = ColumnMask(rule, sql_type_text(column))  # type: ignore[arg-type]
             columns.append(replace(column, nullable=column.nullable or rule == "null", mask=mask))
         else:
             raise MaskError(f"column {column.name!r}: unknown rule {rule!r}")

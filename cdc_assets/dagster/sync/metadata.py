@@ -21,28 +21,14 @@ from dagster import (
 
 from cdc_assets.config import SourceConfig
 from cdc_assets.spark.sqlserver_source import spark_type_names
-from cdc_assets.sqlserver import CaptureInstance, Column
+from cdc_assets.sqlserver import CaptureInstance
+from cdc_assets.sqlserver.type_text import sql_type_text
 
 from .names import SOURCE_TAG
 
 COLUMN_LINEAGE = "dagster/column_lineage"
 
 OPERATION_NAMES = {1: "delete", 2: "insert", 3: "update_before", 4: "update_after"}
-
-
-def sql_type_text(column: Column) -> str:
-    """``decimal(12,2)``, ``nvarchar(40)``, ``varbinary(max)``, ``datetime2(7)``…"""
-    name = column.type_name
-    if name in ("decimal", "numeric"):
-        return f"{name}({column.precision},{column.scale})"
-    if name in ("char", "varchar", "binary", "varbinary", "nchar", "nvarchar"):
-        if column.max_length == -1:
-            return f"{name}(max)"
-        length = column.max_length // 2 if name.startswith("n") else column.max_length
-        return f"{name}({length})"
-    if name in ("datetime2", "time", "datetimeoffset"):
-        return f"{name}({column.scale})"
-    return name
 
 
 def column_schema(instance: CaptureInstance) -> TableSchema:
