@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
+from .concurrent_commits import retry_conflicts
 from .partition_rows import Properties
 
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
@@ -55,6 +57,26 @@ def without_user_metadata(spark: SparkSession) -> Iterator[SparkSession]:
     until no such commit runs."""
     with _user_metadata_lock:
         yield spark
+
+
+def merge_with_user_metadata(
+    spark: SparkSession, uri: str, source: DataFrame, statement: str, text: str
+) -> None:
+    """Run the ``MERGE INTO`` ``statement`` (``{target}`` and ``{source}`` in it) into the Delta
+    table at ``uri`` with ``source`` as a global temporary view (seen by the commit's own
+    session), its commit carrying ``text`` as userMetadata; retried on concurrent commits."""
+    view = f"cdc_merge_{uuid.uuid4().hex}"
+    source.createOrReplaceGlobalTempView(view)
+    try:
+        target, changes = f"delta.`{uri}`", f"global_temp.{view}"
+
+        def merge() -> None:
+            with user_metadata(spark, text) as session:
+                session.sql(statement.format(target=target, source=changes)).collect()
+
+        retry_conflicts(merge, f"MERGE into {uri}")
+    finally:
+        spark.catalog.dropGlobalTempView(view)
 
 
 def to_json(properties: Mapping[str, Any]) -> str:

@@ -29,7 +29,6 @@ applied again. :func:`history_as_of` reads the table as of an LSN or a commit ti
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +40,7 @@ from pyspark.sql import types as T
 from cdc_assets.lsn import CHANGE_ORDER, OPERATION, START_LSN, Lsn
 
 from .asset_store import AssetStore
-from .commit_metadata import Published, to_json, user_metadata
-from .concurrent_commits import retry_conflicts
+from .commit_metadata import Published, merge_with_user_metadata, to_json
 from .key_clustering import clustered, is_large, target_key_condition
 from .mirror_merge import BEFORE_IMAGE, DELETE, after
 from .spark_sql_names import sql_name
@@ -377,19 +375,7 @@ def merge(
         f"t.{IS_CURRENT} = s.{END_LSN_COLUMN} IS NULL "
         f"WHEN NOT MATCHED AND s.{ACTION} = '{OPEN}' THEN INSERT ({names}) VALUES ({values})"
     )
-    view = f"cdc_history_{uuid.uuid4().hex}"
-    source.createOrReplaceGlobalTempView(view)  # seen by the commit's own session
-    text = to_json(properties)
-    try:
-        target, changes = f"delta.`{uri}`", f"global_temp.{view}"
-
-        def run() -> None:
-            with user_metadata(spark, text) as session:
-                session.sql(statement.format(target=target, source=changes)).collect()
-
-        retry_conflicts(run, f"MERGE into {uri}")
-    finally:
-        spark.catalog.dropGlobalTempView(view)
+    merge_with_user_metadata(spark, uri, source, statement, to_json(properties))
     return store.published(spark, uri, dict(properties))
 
 

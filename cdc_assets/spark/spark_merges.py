@@ -4,7 +4,6 @@ mirror's properties as its ``userMetadata`` (see :mod:`.mirror_store` for how a 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,7 +11,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .asset_store import AssetStore
-from .commit_metadata import Published, to_json, user_metadata, without_user_metadata
+from .commit_metadata import (
+    Published,
+    merge_with_user_metadata,
+    to_json,
+    user_metadata,
+    without_user_metadata,
+)
 from .concurrent_commits import retry_conflicts
 from .key_clustering import is_large, target_key_condition
 from .mirror_merge import (
@@ -83,19 +88,8 @@ def run_merge(
     commit, and then the properties get one of their own (:func:`_record`)."""
     turn_on_mirror_properties(spark, store, key_path)
     uri = store.location(key_path)
-    view = f"cdc_merge_{uuid.uuid4().hex}"
-    source.createOrReplaceGlobalTempView(view)  # seen by the commit's own session
     text = to_json(properties)
-    try:
-        target, changes = f"delta.`{uri}`", f"global_temp.{view}"
-
-        def merge() -> None:
-            with user_metadata(spark, text) as session:
-                session.sql(statement.format(target=target, source=changes)).collect()
-
-        retry_conflicts(merge, f"MERGE into {uri}")
-    finally:
-        spark.catalog.dropGlobalTempView(view)
+    merge_with_user_metadata(spark, uri, source, statement, text)
     published = store.published(spark, uri, dict(properties))
     if published.user_metadata != text:
         _record(spark, uri, properties)
