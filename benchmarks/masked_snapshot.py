@@ -22,19 +22,15 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import _common
 from _common import machine_line
-from dagster import instance_for_test
+from snapshot_run import run_snapshot
 
 from cdc_assets.config import parse_config
-from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG
-from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
-from cdc_assets.dagster.sync.source import load_source
+from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION
 
 TABLE = "bench"
 TARGET = 0.8
@@ -74,25 +70,12 @@ def snapshot_seconds(
 ) -> float:
     """One run of the sync job for the ``snapshot`` partition; its seconds (checked after)."""
     config = config_for(workdir, db, chunk_rows, masked=masked)
-    source = load_source(config.sources[0], config.storage.base_path)
-    defs = build_definitions(config, [source])
-    table = source.tables[0]
-    job = defs.resolve_job_def(sync_job_name(source.name))
-    with instance_for_test() as instance:
-        instance.add_dynamic_partitions(partitions_name(source.name), [SNAPSHOT_PARTITION])
-        started = time.perf_counter()
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=SNAPSHOT_PARTITION,
-            asset_selection=[table.change_log_key],
-            run_config=QUIET_RUN_CONFIG,
-        )
-        seconds = time.perf_counter() - started
-    if not result.success:
+    run = run_snapshot(config)
+    if not run.success:
         raise SystemExit(f"the {'masked' if masked else 'baseline'} snapshot run failed")
-    properties = source.store.properties(table.change_log_key.path, SNAPSHOT_PARTITION) or {}
-    if properties.get("rows") != rows:
-        raise SystemExit(f"published {properties.get('rows')} rows, expected {rows:,}")
+    if run.published.get("rows") != rows:
+        raise SystemExit(f"published {run.published.get('rows')} rows, expected {rows:,}")
+    source, table, seconds = run.source, run.table, run.seconds
     stored = source.store.read(spark, table.change_log_key.path, SNAPSHOT_PARTITION)
     sample = stored.where("name IS NOT NULL").select(*HASHED).limit(1).collect()[0]
     looks_hashed = all(isinstance(v, str) and len(v) == 64 for v in sample)

@@ -33,13 +33,9 @@ import _common
 import pyarrow as pa
 import pyarrow.parquet as pq
 from _common import machine_line
-from dagster import instance_for_test
+from snapshot_run import run_snapshot
 
 from cdc_assets import emulator
-from cdc_assets.dagster.definitions_builder import build_definitions
-from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG, step_seconds
-from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
-from cdc_assets.dagster.sync.source import load_source
 from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.sqlserver.snapshot import snapshot_table
 
@@ -51,24 +47,12 @@ TARGET_NAIVE = 5.0
 def project_snapshot(workdir: Path, db: Path, chunk_rows: int, rows: int) -> dict[str, Any]:
     """(a): one run of the sync job for the ``snapshot`` partition; seconds and step times."""
     config = _common.project_config(workdir, db, chunk_rows=chunk_rows)
-    source = load_source(config.sources[0], config.storage.base_path)
-    defs = build_definitions(config, [source])
-    table = source.tables[0]
-    job = defs.resolve_job_def(sync_job_name(source.name))
-    with instance_for_test() as instance:
-        instance.add_dynamic_partitions(partitions_name(source.name), [SNAPSHOT_PARTITION])
-        started = time.perf_counter()
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=SNAPSHOT_PARTITION,
-            asset_selection=[table.change_log_key],
-            run_config=QUIET_RUN_CONFIG,
-        )
-        seconds = time.perf_counter() - started
-        steps = step_seconds(instance, result.run_id)
-    properties = source.store.properties(table.change_log_key.path, SNAPSHOT_PARTITION) or {}
-    if properties.get("rows") != rows:
-        raise SystemExit(f"(a) published {properties.get('rows')} rows, expected {rows:,}")
+    run = run_snapshot(config)
+    if not run.success:
+        raise SystemExit("(a) the snapshot run failed")
+    if run.published.get("rows") != rows:
+        raise SystemExit(f"(a) published {run.published.get('rows')} rows, expected {rows:,}")
+    seconds, steps = run.seconds, run.steps
     return {"seconds": seconds, "steps": steps, "storage": config.storage.base_path}
 
 

@@ -259,13 +259,9 @@ def _snapshot_seconds(
 ) -> tuple[Any, Any, float]:
     """One snapshot run of the bench table through the sync job (``mode`` as configured);
     returns the source, definitions and the run's seconds."""
-    from dagster import instance_for_test
+    from snapshot_run import run_snapshot
 
     from cdc_assets.config import parse_config
-    from cdc_assets.dagster.definitions_builder import build_definitions
-    from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG
-    from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
-    from cdc_assets.dagster.sync.source import load_source
 
     config = parse_config(
         {
@@ -283,23 +279,10 @@ def _snapshot_seconds(
         base_dir=workdir,
         origin="benchmark config",
     )
-    source = load_source(config.sources[0], config.storage.base_path)
-    defs = build_definitions(config, [source])
-    job = defs.resolve_job_def(sync_job_name(source.name))
     (workdir / "dagster").mkdir(parents=True, exist_ok=True)
-    instance_dir = tempfile.mkdtemp(dir=workdir / "dagster")
-    with instance_for_test(temp_dir=instance_dir) as instance:
-        instance.add_dynamic_partitions(partitions_name(source.name), [SNAPSHOT_PARTITION])
-        started = time.perf_counter()
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=SNAPSHOT_PARTITION,
-            asset_selection=[source.tables[0].change_log_key],
-            run_config=QUIET_RUN_CONFIG,
-        )
-        seconds = time.perf_counter() - started
-    assert result.success
-    return source, defs, seconds
+    run = run_snapshot(config, instance_dir=tempfile.mkdtemp(dir=workdir / "dagster"))
+    assert run.success
+    return run.source, run.defs, run.seconds
 
 
 def lock_free(workdir: Path, rows: int, chunk_rows: int, tps: float) -> dict[str, Any]:
