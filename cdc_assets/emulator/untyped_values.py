@@ -1,5 +1,5 @@
 """Values without a column type: a parameter bound where no column gives its type
-(:func:`adapt_untyped`), the type of a Python value used as a literal result (:func:`literal_type`).
+(:func:`adapt_untyped`).
 """
 
 from __future__ import annotations
@@ -41,14 +41,3 @@ def adapt_untyped(value: Any) -> Any:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     return value
-
-
-def literal_type(value: Any) -> SqlType | None:
-    """The SQL Server type of a Python value used as a literal result (``SELECT ?``)."""
-    if isinstance(value, bool):
-        return SqlType("bit")
-    if isinstance(value, int):
-        return SqlType("int") if -(2**31) <= value < 2**31 else SqlType("bigint")
-    if isinstance(value, float):
-        return SqlType("float")
-    return None
