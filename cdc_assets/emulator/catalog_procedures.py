@@ -22,7 +22,7 @@ column's DEFAULT as ``sys.default_constraints`` has it. Differences are listed i
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from . import errors
 from . import types as T
 from .catalog import Catalog, EmulatedTable, system_table
 from .constraint_views import table_constraints, table_indexes
-from .plan import Result, ResultColumn, StatementContext
+from .plan import Result, StatementContext
 from .procedures import MISSING, PROCEDURES, Procedure
 from .storage import quote
 from .system_objects import SYSTEM_OBJECTS
@@ -38,11 +38,6 @@ from .system_objects import SYSTEM_OBJECTS
 SYSNAME = T.SYSNAME
 SMALLINT = T.SMALLINT
 INT = T.INT
-
-
-def _result(columns: Sequence[tuple[str, T.SqlType]], rows: list[tuple[Any, ...]]) -> Result:
-    described = tuple(ResultColumn(name, t, t.python_type) for name, t in columns)
-    return Result(described, rows, -1)
 
 
 def _arg(args: dict[str, Any], key: str, default: Any = None) -> Any:
@@ -145,7 +140,7 @@ def _sp_tables(session: StatementContext, args: dict[str, Any]) -> Result:
         ("TABLE_TYPE", T.varchar(32)),
         ("REMARKS", T.varchar(254)),
     ]
-    return _result(columns, rows)
+    return Result.of(columns, rows)
 
 
 # -- sp_columns -----------------------------------------------------------------------------------
@@ -320,7 +315,7 @@ def _columns(session: StatementContext, args: dict[str, Any], *, extended: bool)
                 row += [0, 0, 0, int(column.identity), None, None, None, None, None, None]
             row.append(d.ss_data_type)
             rows.append(tuple(row))
-    return _result(SP_COLUMNS_100_COLUMNS if extended else SP_COLUMNS_COLUMNS, rows)
+    return Result.of(SP_COLUMNS_100_COLUMNS if extended else SP_COLUMNS_COLUMNS, rows)
 
 
 # -- sp_pkeys / sp_fkeys --------------------------------------------------------------------------
@@ -355,7 +350,7 @@ def _sp_pkeys(session: StatementContext, args: dict[str, Any]) -> Result:
         ("KEY_SEQ", SMALLINT),
         ("PK_NAME", SYSNAME),
     ]
-    return _result(columns, rows)
+    return Result.of(columns, rows)
 
 
 def _sp_fkeys(session: StatementContext, args: dict[str, Any]) -> Result:
@@ -379,7 +374,7 @@ def _sp_fkeys(session: StatementContext, args: dict[str, Any]) -> Result:
         ("PK_NAME", SYSNAME),
         ("DEFERRABILITY", SMALLINT),
     ]
-    return _result(columns, [])  # the emulator has no foreign keys
+    return Result.of(columns, [])  # the emulator has no foreign keys
 
 
 # -- sp_statistics --------------------------------------------------------------------------------
@@ -425,7 +420,7 @@ def _statistics(session: StatementContext, args: dict[str, Any]) -> Result:
         ("PAGES", INT),
         ("FILTER_CONDITION", T.varchar(128)),
     ]
-    return _result(columns, rows)
+    return Result.of(columns, rows)
 
 
 # -- sp_datatype_info -----------------------------------------------------------------------------
@@ -496,7 +491,7 @@ DATATYPE_INFO_ROWS: list[tuple[Any, ...]] = [
 
 def datatype_info(code: int = 0) -> Result:
     """``sp_datatype_info_100 @data_type = code`` (0: every type)."""
-    return _result(DATATYPE_INFO_COLUMNS, [r for r in DATATYPE_INFO_ROWS if code in (0, r[1])])
+    return Result.of(DATATYPE_INFO_COLUMNS, [r for r in DATATYPE_INFO_ROWS if code in (0, r[1])])
 
 
 def _sp_datatype_info(session: StatementContext, args: dict[str, Any]) -> Result:

@@ -9,13 +9,8 @@ from typing import Any
 
 from . import types as T
 from .cdc_procedures import named_capture_instance, require_cdc
-from .plan import Result, ResultColumn, StatementContext
+from .plan import Result, StatementContext
 from .procedures import PROCEDURES, Procedure, argument
-
-
-def _result(columns: list[tuple[str, T.SqlType]], rows: list[tuple[Any, ...]]) -> Result:
-    described = tuple(ResultColumn(name, t, t.python_type) for name, t in columns)
-    return Result(described, rows, -1)
 
 
 def _help_jobs(session: StatementContext, args: dict[str, Any]) -> Result:
@@ -43,7 +38,7 @@ def _help_jobs(session: StatementContext, args: dict[str, Any]) -> Result:
         )
         for r in rows
     ]
-    return _result(names, converted)
+    return Result.of(names, converted)
 
 
 def _help_change_data_capture(session: StatementContext, args: dict[str, Any]) -> Result:
@@ -102,7 +97,7 @@ def _help_change_data_capture(session: StatementContext, args: dict[str, Any]) -
         ("index_column_list", T.nvarchar(-1)),
         ("captured_column_list", T.nvarchar(-1)),
     ]
-    return _result(columns, out)
+    return Result.of(columns, out)
 
 
 def _get_captured_columns(session: StatementContext, args: dict[str, Any]) -> Result:
@@ -145,7 +140,7 @@ def _get_captured_columns(session: StatementContext, args: dict[str, Any]) -> Re
         ("numeric_scale", T.INT),
         ("datetime_precision", T.SMALLINT),
     ]
-    return _result(columns, out)
+    return Result.of(columns, out)
 
 
 def _get_ddl_history(session: StatementContext, args: dict[str, Any]) -> Result:
@@ -177,7 +172,7 @@ def _get_ddl_history(session: StatementContext, args: dict[str, Any]) -> Result:
         ("ddl_lsn", T.LSN),
         ("ddl_time", T.DATETIME),
     ]
-    return _result(columns, out)
+    return Result.of(columns, out)
 
 
 PROCEDURES.update(

@@ -37,7 +37,7 @@ from . import errors, queries
 from . import types as T
 from .catalog import EmulatedTable
 from .constraint_views import IndexRow, table_constraints, table_indexes
-from .plan import Result, ResultColumn, StatementContext
+from .plan import Result, StatementContext
 from .procedures import PROCEDURES, Procedure
 from .scope import Scope
 from .storage import quote
@@ -54,11 +54,6 @@ _PRECSCALE_TYPES = (
     "datetime2,datetimeoffset,"
 )
 _ANSI_TRIM_TYPES = ("char", "varchar", "binary", "varbinary")
-
-
-def _result(columns: list[tuple[str, T.SqlType]], rows: list[tuple[Any, ...]]) -> Result:
-    described = tuple(ResultColumn(name, t, t.python_type) for name, t in columns)
-    return Result(described, rows, -1)
 
 
 def _chain(results: list[Result]) -> Result | None:
@@ -174,7 +169,7 @@ _INDEX_COLUMNS = [
 def _index_result(indexes: list[IndexRow]) -> Result | None:
     if not indexes:
         return None  # SQL Server prints "... does not have any indexes ..." instead
-    return _result(_INDEX_COLUMNS, [(i.name, _description(i), _key_text(i)) for i in indexes])
+    return Result.of(_INDEX_COLUMNS, [(i.name, _description(i), _key_text(i)) for i in indexes])
 
 
 def _helpindex(session: StatementContext, args: dict[str, Any]) -> Result | None:
@@ -263,7 +258,7 @@ def _object_list(session: StatementContext) -> Result | None:
     listed.sort(key=lambda r: r[0].lower())
     listed.sort(key=lambda r: r[2], reverse=True)
     listed.sort(key=lambda r: r[1].lower())
-    return _chain([_result(_OBJECT_LIST_COLUMNS, listed), _result(_USER_TYPE_COLUMNS, [])])
+    return _chain([Result.of(_OBJECT_LIST_COLUMNS, listed), Result.of(_USER_TYPE_COLUMNS, [])])
 
 
 def _padded(value: int | None) -> str | None:
@@ -319,31 +314,33 @@ def _constraints(
 def _describe(session: StatementContext, objname: str) -> Result | None:
     table = _find_object(session, objname)
     results = [
-        _result(
+        Result.of(
             _OBJECT_COLUMNS,
             [(table.name, table.schema, _object_type(table), _create_date(session, table))],
         ),
-        _result(_COLUMN_COLUMNS, [_column_row(c.name, c.type, c.nullable) for c in table.columns]),
+        Result.of(
+            _COLUMN_COLUMNS, [_column_row(c.name, c.type, c.nullable) for c in table.columns]
+        ),
     ]
     identity = next((c for c in table.columns if c.identity), None)
     results.append(
-        _result(
+        Result.of(
             _IDENTITY_COLUMNS,
             [(identity.name, Decimal(1), Decimal(1), 0)]
             if identity is not None
             else [("No identity column defined.", None, None, None)],
         )
     )
-    results.append(_result([("RowGuidCol", T.SYSNAME)], [("No rowguidcol column defined.",)]))
+    results.append(Result.of([("RowGuidCol", T.SYSNAME)], [("No rowguidcol column defined.",)]))
     if not _is_view(table):
-        results.append(_result([("Data_located_on_filegroup", T.nvarchar(128))], [(_FILEGROUP,)]))
+        results.append(Result.of([("Data_located_on_filegroup", T.nvarchar(128))], [(_FILEGROUP,)]))
         indexes = _indexes(session.db, table)
         index_result = _index_result(indexes)
         if index_result is not None:
             results.append(index_result)
         constraints = _constraints(session.db, table, indexes)
         if constraints:  # else SQL Server prints "No constraints are defined on object ..."
-            results.append(_result(_CONSTRAINT_COLUMNS, constraints))
+            results.append(Result.of(_CONSTRAINT_COLUMNS, constraints))
     return _chain(results)
 
 
@@ -404,7 +401,7 @@ def _server_info(session: StatementContext, args: dict[str, Any]) -> Result:
     rows = list(SERVER_INFO)
     if wanted is not None:
         rows = [r for r in rows if r[0] == int(wanted)]
-    return _result(_SERVER_INFO_COLUMNS, rows)
+    return Result.of(_SERVER_INFO_COLUMNS, rows)
 
 
 # -- fn_listextendedproperty ---------------------------------------------------------------------

@@ -81,6 +81,12 @@ class Result:
     command: str = ""  # INSERT / UPDATE / DELETE for a row count of those statements
     more: tuple[Result, ...] = ()
 
+    @classmethod
+    def of(cls, columns: Sequence[tuple[str, SqlType]], rows: list[tuple[Any, ...]]) -> Result:
+        """A result set of ``rows`` with the named, typed ``columns``."""
+        described = tuple(ResultColumn(name, t, t.python_type) for name, t in columns)
+        return cls(described, rows, -1)
+
 
 class StatementContext(Protocol):
     """The session an action plan runs in (implemented by :class:`.session.Session`)."""
