@@ -41,6 +41,8 @@ COMMAND_ID = "__$command_id"  # the statement in the transaction (SQL Server 201
 SEQVAL = "__$seqval"  # the change's place in the transaction
 OPERATION = "__$operation"  # 1 delete, 2 insert, 3 update before image, 4 update after image
 CHANGE_ORDER: tuple[str, ...] = (START_LSN, COMMAND_ID, SEQVAL, OPERATION)
+# what each ``__$operation`` code is called where rows are counted per operation
+OPERATION_NAMES = {1: "delete", 2: "insert", 3: "update_before", 4: "update_after"}
 
 
 def change_order(quote: Callable[[str], str], *, descending: bool = False) -> str:

@@ -54,6 +54,7 @@ from cdc_assets.sqlserver.catalog import CaptureInstance
 from cdc_assets.sqlserver.changed_tables import changed_instances, established_instances
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 from cdc_assets.sqlserver.errors import SqlServerError
+from cdc_assets.sqlserver.range_facts import RangeTimes
 
 from .change_log_checks import (
     chain_result,
@@ -67,7 +68,6 @@ from .change_log_checks import (
 from .sync.chain import SnapshotInfo, chain_end, effective_range, recent_ranges, retired_through
 from .sync.chain_end_check import as_evaluation, at_chain_end_result
 from .sync.change_log_outputs import (
-    RangeTimes,
     instance_for,
     quiet_range_metadata,
     range_output,
@@ -75,7 +75,7 @@ from .sync.change_log_outputs import (
 )
 from .sync.change_log_state import clear_gap, mark_gap, snapshot_info
 from .sync.column_rule_changes import rules_change_result
-from .sync.io_manager import commit, committed, is_source_level, table_error
+from .sync.io_manager import Written, is_source_level, table_error, write_output
 from .sync.metadata import asset_tags, table_metadata
 from .sync.names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
 from .sync.partitions import parse_partition
@@ -178,7 +178,7 @@ def _change_log_step(
                 reason = context.run.tags.get(RESNAPSHOT_TAG)
                 instance = instance_for(found, table, None)
                 live = _LiveReports(context, table)
-                stored = snapshot_output(
+                output = snapshot_output(
                     spark, source, table, instance, reason, conn, log=live.log, report=live.report
                 )
             else:
@@ -208,8 +208,7 @@ def _change_log_step(
                     return
                 clear_gap(spark, source, table, context.partition_key)
                 assert times is not None  # made with lsn_range
-                stored = range_output(
-                    spark,
+                output = range_output(
                     source,
                     table,
                     conn,
@@ -223,9 +222,9 @@ def _change_log_step(
             if source_event is not None:
                 yield source_event
             path = table.change_log_key.path
-            published = commit(spark, source.store, path, context.partition_key, stored)
+            published = write_output(spark, source.store, path, context.partition_key, output.write)
             yield Output(
-                committed(published, stored),
+                Written(published, output.metadata),
                 output_name=table.change_log_key.to_python_identifier(),
             )
             results = [coverage_result(table, published.properties)]

@@ -23,8 +23,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdc_assets.config import ConfigError
+from cdc_assets.spark.store_writes import FrameWrite
 
-from .sync.io_manager import StoredFrame
+from .sync.io_manager import AssetWrite
 from .sync.metadata import COLUMN_LINEAGE, asset_tags, column_lineage
 from .sync.names import IO_MANAGER
 from .sync.source import Source
@@ -71,7 +72,7 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
         "materialize it whenever you want the aggregate as of the mirror's current LSN.",
         automation_condition=AutomationCondition.on_cron(DAILY_ORDERS_CRON),
     )
-    def daily_orders(context: AssetExecutionContext, orders: DataFrame) -> Output[StoredFrame]:
+    def daily_orders(context: AssetExecutionContext, orders: DataFrame) -> Output[AssetWrite]:
         daily = (
             orders.groupBy(F.to_date("ordered_at").alias("order_date"))
             .agg(
@@ -83,7 +84,7 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
             .coalesce(1)
         )
 
-        def finalize(written: DataFrame) -> dict[str, object]:
+        def summarize(written: DataFrame) -> dict[str, object]:
             first = written.agg(F.min("order_date"), F.max("order_date"), F.count("*")).first()
             return {
                 "days": int(first[2]),
@@ -101,7 +102,7 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
             }
 
         context.log.info(f"aggregating the mirror of {table.qualified_name} by day")
-        return Output(StoredFrame(daily, finalize, metadata))
+        return Output(AssetWrite(FrameWrite(daily, summarize), metadata))
 
     return daily_orders
 

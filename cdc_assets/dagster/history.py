@@ -36,14 +36,13 @@ from pyspark.sql import functions as F
 from cdc_assets.lsn import START_LSN, Lsn, LsnRange
 from cdc_assets.spark import history_driver, history_store, sqlserver_source
 from cdc_assets.spark.change_log_properties import range_of
-from cdc_assets.spark.commit_metadata import Published
 from cdc_assets.spark.mirror_merge import rows_after_keyed_changes, rows_after_multiset_changes
 from cdc_assets.spark.session import use_in_this_thread
 from cdc_assets.sqlserver.lsn_queries import commit_time_at_or_before
 
 from .sync.chain import ChainGap, RangeReader, SnapshotInfo, ranges_covering
 from .sync.change_log_state import snapshot_info
-from .sync.io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
+from .sync.io_manager import CURRENT_LAYOUT, LAYOUT, Written, table_error, write_output
 from .sync.metadata import asset_tags, table_metadata
 from .sync.names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
 from .sync.partitions import parse_partition
@@ -166,16 +165,15 @@ def _rebase_time(source: Source, at: Lsn) -> dt.datetime | None:
         conn.close()
 
 
-def bring_history(
+def plan_history(
     spark: SparkSession,
     source: Source,
     table: Table,
     target: Lsn,
     ranges: Callable[[Lsn], Sequence[LsnRange]],
-) -> tuple[Published | None, str, dict[str, Any]]:
-    """Bring ``table``'s history to ``target``: the commit (None and the reason when it is left
-    as it is) and what was done, for its metadata."""
-    store, path = source.store, table.history_key.path
+) -> tuple[history_driver.HistoryWrite | None, str, dict[str, Any]]:
+    """What brings ``table``'s history to ``target``: the write (None when there is nothing to
+    commit), the reason when no range is applied, and what is done, for its metadata."""
     snapshot = snapshot_info(source, table)
     if snapshot is None:
         raise Failure(
@@ -184,22 +182,18 @@ def bring_history(
         )
     if target < snapshot.snapshot_lsn:
         return None, f"its snapshot is consistent from {snapshot.snapshot_lsn.hex} on", {}
-    tracked = _tracked(source, table)
-    keys = list(table.instance.key_columns)
+    keys = tuple(table.instance.key_columns)
     position = history_position(source, table)
     done: dict[str, Any] = {"rebased_on_snapshot": False}
+    rebase = None
     if position is None or (
         position.snapshot_version != snapshot.version and position.lsn < snapshot.snapshot_lsn
     ):
         # a new history, or a re-snapshot: versions open (and close) at the snapshot LSN
         at = snapshot.snapshot_lsn
-        state = _state_at_snapshot(spark, source, table, snapshot, ranges)
         reached = history_store.HistoryPosition(at, snapshot.version)
-        history_store.rebase(
-            spark,
-            store,
-            path,
-            state,
+        rebase = history_driver.HistoryRebase(
+            _state_at_snapshot(spark, source, table, snapshot, ranges),
             at=at,
             at_time=_rebase_time(source, at),
             key_columns=keys,
@@ -208,9 +202,10 @@ def bring_history(
         )
         position = reached
         done["rebased_on_snapshot"] = True
+    rebased = history_driver.HistoryWrite(rebase) if rebase is not None else None
     start = position.lsn
     if start >= target:
-        return None, f"it is already at {start.hex}", done
+        return rebased, f"it is already at {start.hex}", done
     try:
         needed = ranges_covering(ranges(start), start, target)
     except ChainGap as exc:
@@ -221,28 +216,24 @@ def bring_history(
     done.update(previous_lsn=start.hex, ranges_applied=len(needed), change_rows=rows)
     if not rows:
         # quiet ranges: nothing to record; the next range with changes applies from here
-        return None, "its ranges are quiet", done
+        return rebased, "its ranges are quiet", done
     reached = history_store.HistoryPosition(target, snapshot.version)
-    properties = {
-        "kind": "history",
-        **history_store.position_properties(reached),
-        "previous_lsn": start.hex,
-        "applied_ranges": [r.key for r in needed],
-    }
-    published = history_driver.apply(
-        spark,
-        store,
-        path,
-        table.change_log_key.path,
-        [r.key for r in holding],
+    changes = history_driver.HistoryChanges(
+        tuple(table.change_log_key.path),
+        tuple(r.key for r in holding),
         change_rows=rows,
         key_columns=keys,
         after_lsn=start.raw,
-        properties=properties,
-        tracked=tracked,
+        properties={
+            "kind": "history",
+            **history_store.position_properties(reached),
+            "previous_lsn": start.hex,
+            "applied_ranges": [r.key for r in needed],
+        },
+        tracked=_tracked(source, table),
         history_rows=snapshot.rows,
     )
-    return published, "", done
+    return history_driver.HistoryWrite(rebase, changes), "", done
 
 
 def _history_step(
@@ -323,7 +314,10 @@ def _history_step(
         ranges: Callable[[Lsn], Sequence[LsnRange]],
     ) -> Iterator[Output | AssetMaterialization | LogLine]:
         key = table.history_key
-        published, why, done = bring_history(spark, source, table, lsn_range.hi, ranges)
+        write, why, done = plan_history(spark, source, table, lsn_range.hi, ranges)
+        published = (
+            write_output(spark, source.store, key.path, None, write) if write is not None else None
+        )
         if done.get("rebased_on_snapshot"):
             # its 'snapshot' partition shows as materialized (as a mirror's does), logged
             # before the range's output, so the latest materialization is the range's
@@ -333,7 +327,7 @@ def _history_step(
                 description=f"built on the table's snapshot by the run of range {lsn_range.key}",
                 metadata={"applied_by_range": lsn_range.key},
             )
-        if published is None:
+        if published is None or write is None or write.changes is None:
             yield LogLine("info", f"{key.to_user_string()} is left as it is: {why}")
             if done.get("rebased_on_snapshot"):
                 yield AssetMaterialization(
@@ -343,17 +337,16 @@ def _history_step(
                     metadata={k: v for k, v in done.items() if v is not None},
                 )
             return
+        applied = published
 
         def metadata(p: dict[str, Any]) -> dict[str, Any]:
             return {
                 "history_lsn": p[history_store.LSN],
                 **{k: v for k, v in done.items() if v is not None},
-                "versions_opened": published.metrics.get("numTargetRowsInserted"),
-                "versions_closed_or_updated": published.metrics.get("numTargetRowsUpdated"),
+                "versions_opened": applied.metrics.get("numTargetRowsInserted"),
+                "versions_closed_or_updated": applied.metrics.get("numTargetRowsUpdated"),
             }
 
-        stored = StoredFrame(None, metadata=metadata, write=lambda *_: published)
-        published = commit(spark, source.store, key.path, None, stored)
-        yield Output(committed(published, stored), output_name=key.to_python_identifier())
+        yield Output(Written(published, metadata), output_name=key.to_python_identifier())
 
     return histories

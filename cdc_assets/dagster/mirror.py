@@ -33,9 +33,7 @@ from pyspark.sql import SparkSession
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.records import MirrorPosition
 from cdc_assets.spark import mirror_store, mirror_versions, spark_merges
-from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.change_log_properties import range_of
-from cdc_assets.spark.commit_metadata import Published
 from cdc_assets.spark.session import use_in_this_thread
 
 from .sync.chain import (
@@ -47,7 +45,7 @@ from .sync.chain import (
 )
 from .sync.chain_end_check import as_evaluation, at_chain_end_result
 from .sync.change_log_state import snapshot_info, snapshot_progress
-from .sync.io_manager import CURRENT_LAYOUT, LAYOUT, StoredFrame, commit, committed, table_error
+from .sync.io_manager import CURRENT_LAYOUT, LAYOUT, AssetWrite, Written, table_error, write_output
 from .sync.metadata import (
     COLUMN_LINEAGE,
     asset_tags,
@@ -174,7 +172,7 @@ def _mirror_output(
     target: Lsn,
     snapshot: SnapshotInfo | None,
     position: MirrorPosition | None,
-) -> tuple[StoredFrame | None, str]:
+) -> tuple[AssetWrite | None, str]:
     """The new state of ``table``'s mirror at ``target``, or None and the reason to leave it
     (``snapshot``: the table's snapshot, ``position``: where the mirror is, both read by the
     caller)."""
@@ -243,17 +241,8 @@ def _mirror_output(
         "rebuilt_from_snapshot": rebuilt,
     }
 
-    def write(spark: SparkSession, store: AssetStore, key_path: Sequence[str]) -> Published:
-        # rebuild or merge, in the driver or by Spark: the mirror store chooses
-        return mirror_store.apply(
-            spark,
-            store,
-            changes,
-            to=key_path,
-            properties=properties,
-            mirror_rows=before,
-            snapshot=from_snapshot,
-        )
+    # rebuild or merge, in the driver or by Spark: the mirror store chooses
+    write = mirror_store.MirrorWrite(changes, properties, before, from_snapshot)
 
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
         reached = mirror_versions.position_of(p)
@@ -270,7 +259,7 @@ def _mirror_output(
             COLUMN_LINEAGE: column_lineage(list(reached.columns or ()), table.source_key),
         }
 
-    return StoredFrame(None, metadata=metadata, write=write), ""
+    return AssetWrite(write, metadata), ""
 
 
 def build_mirrors(
@@ -396,8 +385,8 @@ def _mirror_step(
         from_snapshot = snapshot is not None and (
             position is None or position.snapshot_version != snapshot.version
         )
-        stored, why = _mirror_output(spark, source, table, ranges, lsn_range.hi, snapshot, position)
-        if stored is None:
+        output, why = _mirror_output(spark, source, table, ranges, lsn_range.hi, snapshot, position)
+        if output is None:
             yield LogLine("info", f"{key.to_user_string()} is left as it is: {why}")
             if position is not None and position.lsn and position.snapshot_version:
                 # what the mirror's own commit says, where the sync state lags behind it (a run
@@ -409,7 +398,7 @@ def _mirror_step(
                 moved = with_mirror(row, position.snapshot_version, commit_lsn, rows, None)
                 updates[table] = cleared(replace(moved, mirror_at=max(at, commit_lsn)))
             return
-        published = commit(spark, source.store, key.path, None, stored)
+        published = write_output(spark, source.store, key.path, None, output.write)
         reached = mirror_versions.position_of(published.properties)
         if published.committed:
             assert reached is not None and reached.snapshot_version is not None
@@ -431,6 +420,6 @@ def _mirror_step(
                     "applied_by_range": context.partition_key,
                 },
             )
-        yield Output(committed(published, stored), output_name=key.to_python_identifier())
+        yield Output(Written(published, output.metadata), output_name=key.to_python_identifier())
 
     return mirrors

@@ -10,9 +10,10 @@ a partition replaces exactly that partition's rows (``replaceWhere``) in one com
 holds the partition's *properties* — LSNs, coverage, counts — as one extra "properties row"
 (``_cdc_properties`` set, every data column null). So the properties are in the same commit
 and the same files as the rows, survive log cleanup, are read without scanning the data
-(partition pruning) and exist for empty partitions too. The properties are computed by a
-``finalize`` callback from the data *before* the commit, after the rows are read in full; a
-callback that raises (a validity check that failed) commits nothing. A partition that cannot be
+(partition pruning) and exist for empty partitions too. The properties are computed by the
+writer's ``finalize`` (:mod:`.change_log_store`'s writes, :class:`.store_writes.FrameWrite`)
+from the data *before* the commit, after the rows are read in full; one that raises (a
+validity check that failed) commits nothing. A partition that cannot be
 written (changes removed by cleanup) is a properties row alone that records the gap.
 
 Unpartitioned assets (the mirrors, the examples) are written whole, or updated in place with

@@ -14,14 +14,16 @@ to Spark, or ``track_history_columns``, which only Spark's path applies).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from cdc_assets.lsn import CHANGE_ORDER, OPERATION, START_LSN
+from cdc_assets.lsn import CHANGE_ORDER, OPERATION, START_LSN, Lsn
 
 from . import deletion_vector_commits, deletion_vector_files, history_multiset, history_store
 from . import merge_with_deletion_vectors as dv
@@ -42,6 +44,75 @@ from .stored_columns import encode_rows, stored_name
 
 # A range of at most this many change rows is applied here (as a mirror's, DRIVER_MERGE_ROWS).
 DRIVER_HISTORY_ROWS = 100_000
+
+
+@dataclass(frozen=True)
+class HistoryRebase:
+    """The history built on ``state``, the table as of its snapshot LSN ``at``
+    (:func:`.history_store.rebase`)."""
+
+    state: DataFrame
+    at: Lsn
+    at_time: dt.datetime | None
+    key_columns: tuple[str, ...]
+    properties: Mapping[str, Any]
+    estimated_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class HistoryChanges:
+    """Range partitions of a change log applied to the history (:func:`apply`)."""
+
+    change_log: tuple[str, ...]
+    partitions: tuple[str, ...]
+    change_rows: int
+    key_columns: tuple[str, ...]
+    after_lsn: bytes | None
+    properties: Mapping[str, Any]
+    tracked: tuple[str, ...] | None = None
+    history_rows: int | None = None
+
+
+@dataclass(frozen=True)
+class HistoryWrite:
+    """A history brought forward: built on a new snapshot (``rebase``), then the range's
+    ``changes`` applied, a commit each; the last commit is returned."""
+
+    rebase: HistoryRebase | None = None
+    changes: HistoryChanges | None = None
+
+    def write(
+        self, spark: SparkSession, store: AssetStore, key_path: Sequence[str], partition: str | None
+    ) -> Published:
+        published: Published | None = None
+        if (r := self.rebase) is not None:
+            published = history_store.rebase(
+                spark,
+                store,
+                key_path,
+                r.state,
+                at=r.at,
+                at_time=r.at_time,
+                key_columns=r.key_columns,
+                properties=r.properties,
+                estimated_rows=r.estimated_rows,
+            )
+        if (c := self.changes) is not None:
+            published = apply(
+                spark,
+                store,
+                key_path,
+                c.change_log,
+                c.partitions,
+                change_rows=c.change_rows,
+                key_columns=c.key_columns,
+                after_lsn=c.after_lsn,
+                properties=c.properties,
+                tracked=c.tracked,
+                history_rows=c.history_rows,
+            )
+        assert published is not None, "a history write rebases or applies changes"
+        return published
 
 
 def apply(

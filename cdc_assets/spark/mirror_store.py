@@ -84,6 +84,30 @@ class SnapshotPartition:
     rows: int | None  # the snapshot's rows, when known
 
 
+@dataclass(frozen=True)
+class MirrorWrite:
+    """A mirror brought forward by ``changes`` and committed with ``properties`` (:func:`apply`:
+    ``mirror_rows``, the mirror's rows before them when known; ``snapshot``, rebuilt from it)."""
+
+    changes: ChangeRanges
+    properties: Mapping[str, Any]
+    mirror_rows: int | None = None
+    snapshot: SnapshotPartition | None = None
+
+    def write(
+        self, spark: SparkSession, store: AssetStore, key_path: Sequence[str], partition: str | None
+    ) -> Published:
+        return apply(
+            spark,
+            store,
+            self.changes,
+            to=key_path,
+            properties=self.properties,
+            mirror_rows=self.mirror_rows,
+            snapshot=self.snapshot,
+        )
+
+
 def apply(
     spark: SparkSession,
     store: AssetStore,

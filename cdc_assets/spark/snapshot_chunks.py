@@ -180,15 +180,14 @@ def write_in_chunks(
     resume: SnapshotProgress | None = None,
     chunks_per_commit: int = 2,
     later_columns: DataFrame | None = None,
-    before_first_commit: Callable[[], None] | None = None,
     on_commit: Callable[[BatchCommitted], None] | None = None,
 ) -> Published:
     """Read ``plan``'s key ranges ``chunks_per_commit`` at a time and commit each batch to
     ``partition`` (module doc); the last commit publishes the snapshot. ``identity``: the
     properties every commit carries (kind, capture instance, mode, reason, rows expected ...);
     ``resume``: the unfinished snapshot ``plan`` continues (its key ranges start after
-    ``resume.last_key``; ``write_id`` is then ``resume.write_id``); ``before_first_commit``:
-    called before a new snapshot's first commit replaces the partition."""
+    ``resume.last_key``; ``write_id`` is then ``resume.write_id``); ``on_commit``: the progress
+    after each commit."""
     if chunks_per_commit < 1:
         raise ValueError(f"chunks_per_commit must be at least 1; got {chunks_per_commit}")
     chunks = list(plan.key_ranges)
@@ -215,8 +214,6 @@ def write_in_chunks(
     for first in range(0, len(chunks), chunks_per_commit):
         batch = chunks[first : first + chunks_per_commit]
         complete = first + len(batch) == len(chunks)
-        if seq == 0 and before_first_commit is not None:
-            before_first_commit()
         if seq > 0:
             _fence(store, key_path, partition, write_id, seq)
         published = append_chunks(

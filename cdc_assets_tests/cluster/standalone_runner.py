@@ -260,10 +260,9 @@ def main(argv: list[str]) -> int:
     probe.install()
     # The cluster's path: every read, write and MERGE in Spark, as for tables above the size
     # that the driver reads and delta-rs writes and merges itself (the demo's tables are small).
-    from cdc_assets.dagster.sync import change_log_outputs
-    from cdc_assets.spark import driver_merges, driver_writes, mirror_store
+    from cdc_assets.spark import change_log_store, driver_merges, driver_writes, mirror_store
 
-    for module in (change_log_outputs, mirror_store, driver_writes, driver_merges):
+    for module in (change_log_store, mirror_store, driver_writes, driver_merges):
         module.DRIVER_WRITE_ROWS = 0  # type: ignore[attr-defined]
     driver_merges.DRIVER_MERGE_ROWS = 0  # nor are deletion vectors written in the driver
 

@@ -23,10 +23,11 @@ from cdc_assets.dagster.sync.io_manager import (
     CURRENT_LAYOUT,
     DELTA_VERSION,
     LAYOUT,
+    AssetWrite,
     SparkDeltaIOManager,
-    StoredFrame,
 )
 from cdc_assets.spark.asset_store import AssetStore
+from cdc_assets.spark.store_writes import FrameWrite
 
 PARTS = StaticPartitionsDefinition(["a", "b", "c"])
 REFUSE: dict[str, bool] = {"now": False}
@@ -37,17 +38,18 @@ def _frame(spark: SparkSession, part: str, n: int) -> DataFrame:
 
 
 @asset(partitions_def=PARTS, io_manager_key="io", required_resource_keys={"pyspark"})
-def numbers(context: AssetExecutionContext) -> StoredFrame:
+def numbers(context: AssetExecutionContext) -> AssetWrite:
     spark = context.resources.pyspark.spark_session
     part = context.partition_key
     size = {"a": 3, "b": 5, "c": 7}[part]
 
-    def finalize(written: DataFrame) -> dict[str, Any]:
+    def summarize(written: DataFrame) -> dict[str, Any]:
         if REFUSE["now"]:
             raise RuntimeError("refused: the written data failed validation")
         return {"rows": written.count(), "part": part}
 
-    return StoredFrame(_frame(spark, part, size), finalize, lambda p: {"rows": p["rows"]})
+    written = FrameWrite(_frame(spark, part, size), summarize)
+    return AssetWrite(written, lambda p: {"rows": p["rows"]})
 
 
 @asset(ins={"numbers": AssetIn()}, io_manager_key="io")

@@ -55,7 +55,7 @@ def test_a_table_that_fails_a_range_catches_up_while_the_others_keep_syncing(
     fired: list[str] = []
 
     def broken_once(*args: Any, **kwargs: Any) -> Any:
-        table = args[2]
+        table = args[1]  # range_output(source, table, ...)
         if table == failing and not fired:
             fired.append(table.qualified_name)
             raise ValueError("value 1e+40 out of range for decimal(18,2)")

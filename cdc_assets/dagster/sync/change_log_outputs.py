@@ -1,50 +1,31 @@
-"""What one change-log partition writes: the frame read from the source (the rows at the snapshot
-LSN, or the change rows of a range) and the properties published with it, computed after the
-write: a snapshot's row count from the written data; a range's rows per operation, commit times
-and lag from the source (queries, no Spark job), and the validity interval after the read that
-the ``coverage`` check judges."""
+"""What one change-log partition writes, decided before the write: a snapshot read at once or a
+batch of key ranges at a time (resumed where an unfinished one stopped), or the change rows of a
+range, each a typed write of :mod:`cdc_assets.spark.change_log_store` that the IO manager commits
+(the store computes the properties: a snapshot's from its rows, a range's rows per operation,
+commit times, lag and validity interval from the source after the read); and how each
+partition's properties read in Dagster."""
 
-import datetime as dt
-import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
 from dagster import Failure, MetadataValue
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn, LsnRange
-from cdc_assets.records import Coverage, RangeProperties
 from cdc_assets.spark import sqlserver_source
-from cdc_assets.spark.asset_store import AssetStore
-from cdc_assets.spark.change_log_properties import range_of, range_properties
-from cdc_assets.spark.commit_metadata import Published
-from cdc_assets.spark.driver_writes import DRIVER_WRITE_ROWS, RowsInDriver
+from cdc_assets.spark.change_log_properties import range_of
+from cdc_assets.spark.change_log_store import ChunkedSnapshotWrite, RangeWrite, SnapshotWrite
 from cdc_assets.spark.session import write_parallelism
-from cdc_assets.spark.snapshot_chunks import BatchCommitted, SnapshotProgress, write_in_chunks
-from cdc_assets.sqlserver import (
-    CaptureInstance,
-    SourceTable,
-    count_changes_unchecked,
-    get_max_lsn,
-    get_min_lsn,
-    get_server_time,
-    range_stats,
-)
-from cdc_assets.sqlserver.catalog import get_source_columns
+from cdc_assets.spark.snapshot_chunks import BatchCommitted, SnapshotProgress
+from cdc_assets.sqlserver import CaptureInstance, SourceTable, get_min_lsn
 from cdc_assets.sqlserver.column_masks import rules_fingerprint
 from cdc_assets.sqlserver.dbapi import DbapiConnection
+from cdc_assets.sqlserver.range_facts import RangeTimes
 
 from .change_log_state import snapshot_progress
-from .io_manager import StoredFrame
-from .metadata import (
-    COLUMN_LINEAGE,
-    OPERATION_NAMES,
-    column_lineage,
-    column_rules_text,
-    operation_counts,
-)
+from .io_manager import AssetWrite
+from .metadata import COLUMN_LINEAGE, column_lineage, column_rules_text, operation_counts
 from .names import SNAPSHOT_PARTITION
 from .snapshot_resume import INITIAL_REASON, Progress, capture_instance_start, resume_decision
 from .source import Source, Table
@@ -70,20 +51,6 @@ def instance_for(found: SourceTable | None, table: Table, first: Lsn | None) -> 
     return instance
 
 
-def _server_now(conn: DbapiConnection) -> dt.datetime:
-    return get_server_time(conn) or dt.datetime.now()
-
-
-def _operation_counts(
-    conn: DbapiConnection, instance: CaptureInstance, read_range: LsnRange
-) -> dict[str, int]:
-    """Change rows per operation in ``read_range``: what the range's read returned, counted by
-    the source (one query, no Spark job) before the coverage check that proves cleanup removed
-    none of them."""
-    counts = count_changes_unchecked(conn, instance, read_range)
-    return {OPERATION_NAMES.get(op, str(op)): n for op, n in counts.items()}
-
-
 def snapshot_output(
     spark: SparkSession,
     source: Source,
@@ -94,7 +61,7 @@ def snapshot_output(
     *,
     log: Callable[[str], None] = lambda _: None,
     report: Callable[[Progress], None] = lambda _: None,
-) -> StoredFrame:
+) -> AssetWrite:
     """The ``snapshot`` partition of ``table``: one commit for a table of one key range, else a
     commit per batch of key ranges that resumes an unfinished snapshot where it stopped
     (:mod:`.snapshot_resume`); ``log`` gets the run's lines about that, ``report`` the progress
@@ -122,40 +89,8 @@ def snapshot_output(
     )
     if len(plan.key_ranges) > 1:
         return _chunked(spark, source, table, instance, plan, None, report, reason)
-    mode = plan.mode
-    # A small table is read here, in the driver: a Spark task and the jobs that read its rows
-    # back (the summary, the size check) cost more than its rows (a thousand small tables).
-    small = (plan.rows or 0) <= DRIVER_WRITE_ROWS
-    df = None if small else sqlserver_source.load_snapshot(spark, plan)
-    in_driver = (
-        RowsInDriver(
-            sqlserver_source.snapshot_frame_schema(plan),
-            lambda: sqlserver_source.read_snapshot_in_driver(plan),
-        )
-        if small
-        else None
-    )
-
-    def finalize(written: DataFrame | pa.Table) -> dict[str, Any]:
-        replay_from, snapshot_lsn, rows = sqlserver_source.snapshot_summary(written)
-        return {
-            **_identity(instance, mode, reason, plan.rows),
-            "replay_from": replay_from.hex,
-            "snapshot_lsn": snapshot_lsn.hex,
-            "rows": rows,
-            "taken_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
-
-    # the ranges' columns too: a range without changes is then a properties row alone
-    later = sqlserver_source.empty_change_frame(spark, instance)
-    return StoredFrame(
-        df,
-        finalize,
-        _snapshot_metadata(table, instance),
-        later_columns=later,
-        rows=plan.rows,
-        in_driver=in_driver,
-    )
+    identity = _identity(instance, plan.mode, reason, plan.rows)
+    return AssetWrite(SnapshotWrite(plan, instance, identity), _snapshot_metadata(table, instance))
 
 
 def _identity(
@@ -212,7 +147,7 @@ def _chunked(
     resume: SnapshotProgress | None,
     report: Callable[[Progress], None],
     reason: str | None = None,
-) -> StoredFrame:
+) -> AssetWrite:
     """The snapshot written a batch of key ranges at a time (:mod:`.snapshot_resume`)."""
     policy = source.config.snapshot
     mode: str = plan.mode
@@ -227,48 +162,20 @@ def _chunked(
     def on_commit(batch: BatchCommitted) -> None:
         report(Progress.of(table.qualified_name, batch, plan.rows))
 
-    def write(spark: SparkSession, store: AssetStore, key_path: Sequence[str]) -> Published:
-        published = write_in_chunks(
-            spark,
-            store,
-            key_path,
-            SNAPSHOT_PARTITION,
-            plan,
-            identity=identity,
-            write_id=write_id,
-            resume=resume,
-            chunks_per_commit=per_commit,
-            later_columns=sqlserver_source.empty_change_frame(spark, instance),
-            before_first_commit=lambda: forget_snapshot(spark, source, table),
-            on_commit=on_commit,
-        )
-        return published
-
-    return StoredFrame(None, metadata=_snapshot_metadata(table, instance), write=write)
-
-
-class RangeTimes:
-    """The range's transactions, first and last commit time and lag (kept with a range): the
-    same for every table of the run, so asked of the source once, by the first table that needs
-    them (on that thread's connection), not once per changed table."""
-
-    def __init__(self, lsn_range: LsnRange) -> None:
-        self._range = lsn_range
-        self._lock = threading.Lock()
-        self._times: dict[str, Any] | None = None
-
-    def get(self, conn: DbapiConnection) -> dict[str, Any]:
-        with self._lock:
-            if self._times is None:
-                stats = range_stats(conn, self._range)
-                last = stats.last_commit
-                self._times = {
-                    "transactions": stats.transactions,
-                    "first_commit": stats.first_commit.isoformat() if stats.first_commit else None,
-                    "last_commit": last.isoformat() if last else None,
-                    "lag_seconds": (_server_now(conn) - last).total_seconds() if last else None,
-                }
-            return dict(self._times)
+    if resume is None:
+        # A new snapshot's first commit replaces the table's 'snapshot' partition: from now on
+        # the table has no snapshot until this one is complete (an unfinished one is none).
+        forget_snapshot(spark, source, table)
+    chunked = ChunkedSnapshotWrite(
+        plan,
+        instance,
+        identity,
+        write_id=write_id,
+        resume=resume,
+        chunks_per_commit=per_commit,
+        on_commit=on_commit,
+    )
+    return AssetWrite(chunked, _snapshot_metadata(table, instance))
 
 
 def _range_metadata(times: dict[str, Any], operations: dict[str, int]) -> dict[str, Any]:
@@ -288,7 +195,6 @@ def quiet_range_metadata(conn: DbapiConnection, times: RangeTimes) -> dict[str, 
 
 
 def range_output(
-    spark: SparkSession,
     source: Source,
     table: Table,
     conn: DbapiConnection,
@@ -298,71 +204,21 @@ def range_output(
     times: RangeTimes,
     *,
     change_rows: int | None = None,
-) -> StoredFrame:
+) -> AssetWrite:
     """The change log of ``table`` for ``lsn_range``: the rows of ``read_range`` (its part above
     the table's snapshot); ``change_rows``: how many ``lsn_range`` has for ``instance``, when
     counted: none, and nothing is read from the source and no Spark job counts them; a few,
-    and they are read in the driver, no Spark job either."""
-    settings = source.config.connection_settings()
-    empty = read_range is None or change_rows == 0
-    df: DataFrame | None = None
-    in_driver: RowsInDriver | None = None
-    if empty:
-        df = sqlserver_source.empty_change_frame(spark, instance)
-    elif change_rows is not None and change_rows <= DRIVER_WRITE_ROWS:
-        assert read_range is not None
-        in_driver = RowsInDriver(
-            sqlserver_source.change_frame_schema(instance),
-            lambda: sqlserver_source.read_changes_in_driver(settings, instance, read_range),
-        )
-    else:
-        assert read_range is not None
-        df = sqlserver_source.read_change_range(spark, settings, instance, read_range)
-
-    def finalize(written: DataFrame | pa.Table) -> dict[str, Any]:
-        # counted by the source, then proven complete with the read by the check below
-        operations = (
-            {} if empty or read_range is None else _operation_counts(conn, instance, read_range)
-        )
-        # After the rows are written, the range must still lie in the validity interval: if
-        # cleanup moved the min LSN past lo + 1 during the read, rows may be missing.
-        minimum = get_min_lsn(conn, instance.name)
-        maximum = get_max_lsn(conn)
-        reasons = []
-        if read_range is not None and minimum > read_range.first:
-            reasons.append(
-                f"cleanup moved the min LSN of {instance.name} to {minimum.hex}, above lo + 1 = "
-                f"{read_range.first.hex}: changes of this range may have been removed"
-            )
-        if lsn_range.hi > maximum:
-            reasons.append(f"hi {lsn_range.hi.hex} is above the max LSN {maximum.hex}")
-        captured = set(instance.column_names) | set(instance.excluded_columns)
-        not_captured = [
-            c.name
-            for c in get_source_columns(conn, table.schema, table.name)
-            if c.name not in captured
-        ]
-        read = times.get(conn)
-        return range_properties(
-            RangeProperties(
-                lsn_range=lsn_range,
-                capture_instance=instance.name,
-                # The table's snapshot holds the changes up to its replay LSN: only those above
-                # it are read (none when it covers the whole range, e.g. after a re-snapshot).
-                read_from=read_range.lo if read_range is not None else lsn_range.hi,
-                rows=sum(operations.values()),
-                operations=operations,
-                transactions=read["transactions"],
-                first_commit=read["first_commit"],
-                last_commit=read["last_commit"],
-                lag_seconds=read["lag_seconds"],
-                read_at=dt.datetime.now(dt.UTC).isoformat(),
-                columns_not_captured=tuple(not_captured),
-                coverage=Coverage(
-                    ok=not reasons, min_lsn=minimum, max_lsn=maximum, reason="; ".join(reasons)
-                ),
-            )
-        )
+    and they are read in the driver, no Spark job either (:class:`RangeWrite`)."""
+    written = RangeWrite(
+        source.config.connection_settings(),
+        conn,
+        instance,
+        (table.schema, table.name),
+        lsn_range,
+        read_range,
+        times,
+        change_rows=change_rows,
+    )
 
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
         r = range_of(p)
@@ -385,4 +241,4 @@ def range_output(
             COLUMN_LINEAGE: column_lineage(instance.column_names, table.source_key),
         }
 
-    return StoredFrame(df, finalize, metadata, empty=empty, in_driver=in_driver)
+    return AssetWrite(written, metadata)

@@ -1,11 +1,15 @@
 """The IO manager: Spark DataFrames as Delta Lake tables, one per asset
-(:class:`~cdc_assets.spark.asset_store.AssetStore`).
+(:class:`~cdc_assets.spark.asset_store.AssetStore`), and the one writer of every asset's data.
 
-An asset returns a DataFrame, or a :class:`StoredFrame` when it wants properties computed from
-the data (row counts, LSN bounds, coverage), committed with it and turned into materialization
-metadata; a StoredFrame may instead bring its own ``write`` (the mirrors' MERGE). Assets whose
-definition metadata sets ``cdc_assets/layout: current`` (the mirrors) are one unpartitioned
-table: every partition run moves the same current state forward.
+An asset returns a DataFrame, or an :class:`AssetWrite`: a typed write of the stores in
+``spark/`` (:class:`~cdc_assets.spark.store_writes.StoreWrite`: a frame with properties computed
+from its rows, a change-log snapshot or range, a mirror's MERGE, a history's update) and how the
+commit's properties read as materialization metadata. The sync steps write each table in that
+table's own thread, where its failure stays its own: they call :func:`write_output` (what
+:meth:`SparkDeltaIOManager.handle_output` calls too) and yield :class:`Written`, which the IO
+manager records without writing again. Assets whose definition metadata sets
+``cdc_assets/layout: current`` (the mirrors) are one unpartitioned table: every partition run
+moves the same current state forward.
 
 Loading gives the current version; a partitioned upstream gives the requested partitions (one
 read for several); ``cdc_assets/delta_version`` in the input's metadata pins a Delta version.
@@ -29,9 +33,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.commit_metadata import Published
-from cdc_assets.spark.driver_writes import RowsInDriver
-from cdc_assets.spark.partition_rows import Finalize, Properties
+from cdc_assets.spark.partition_rows import Properties
 from cdc_assets.spark.sqlserver_source import unwrap_source_error
+from cdc_assets.spark.store_writes import FrameWrite, StoreWrite
 
 LAYOUT = "cdc_assets/layout"
 CURRENT_LAYOUT = "current"
@@ -52,24 +56,26 @@ OPERATION_METRICS = (
     "numTargetBytesAdded",
 )
 
-Write = Callable[[SparkSession, AssetStore, Sequence[str]], Published]
+MetadataOf = Callable[[Properties], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
-class StoredFrame:
-    """A DataFrame to store, with a ``finalize`` that computes properties from its data (it may
-    raise to refuse the commit) and ``metadata`` that turns them into Dagster metadata. With
-    ``write``, that function commits instead of the store's plain write (``df`` unused)."""
+class AssetWrite:
+    """What an asset hands the IO manager: ``write`` commits (its properties computed by the
+    store, from the rows read or from the source), ``metadata`` turns the properties committed
+    into Dagster metadata."""
 
-    df: DataFrame | None
-    finalize: Finalize | None = None
-    metadata: Callable[[Properties], Mapping[str, Any]] = field(default=lambda _: {})
-    write: Write | None = None
-    empty: bool = False  # ``df`` has no rows: nothing to read (see AssetStore.write)
-    later_columns: DataFrame | None = None  # the columns of the table's later partitions (idem)
-    rows: int | None = None  # about how many rows ``df`` has, when known (idem)
-    # the rows read in the driver instead (``df`` None): a small snapshot, a small range
-    in_driver: RowsInDriver | None = None
+    write: StoreWrite
+    metadata: MetadataOf = field(default=lambda _: {})
+
+
+@dataclass(frozen=True)
+class Written:
+    """An :class:`AssetWrite` already committed by :func:`write_output` in the step (in the
+    table's thread): the IO manager records its metadata and writes nothing."""
+
+    published: Published
+    metadata: MetadataOf
 
 
 def delta_metadata(published: Published) -> dict[str, Any]:
@@ -89,40 +95,19 @@ def delta_metadata(published: Published) -> dict[str, Any]:
 SOURCE_LEVEL_ERRORS = ("SourceUnreachable", "LoginFailed")
 
 
-def commit(
+def write_output(
     spark: SparkSession,
     store: AssetStore,
     key_path: Sequence[str],
     partition: str | None,
-    stored: StoredFrame,
+    write: StoreWrite,
 ) -> Published:
-    """Write ``stored`` (its own ``write``, else the store's) and return the commit. A source
-    read that failed inside Spark becomes one clear :class:`Failure` (``source_error`` in its
-    metadata) instead of the executor's Java and Python traces; nothing was committed (the data
-    and its properties are one Delta commit)."""
+    """Commit ``write`` to the asset at ``key_path`` (``partition``: None for an unpartitioned
+    asset) and return the commit. A source read that failed inside Spark becomes one clear
+    :class:`Failure` (``source_error`` in its metadata) instead of the executor's Java and Python
+    traces; nothing was committed (the data and its properties are one Delta commit)."""
     try:
-        if stored.write is not None:
-            return stored.write(spark, store, key_path)
-        if stored.in_driver is not None:
-            return store.write_in_driver(
-                spark,
-                stored.in_driver,
-                key_path,
-                partition,
-                stored.finalize,
-                later_columns=stored.later_columns,
-            )
-        assert stored.df is not None
-        return store.write(
-            spark,
-            stored.df,
-            key_path,
-            partition,
-            stored.finalize,
-            empty=stored.empty,
-            later_columns=stored.later_columns,
-            rows=stored.rows,
-        )
+        return write.write(spark, store, key_path, partition)
     except Exception as exc:
         source_error = unwrap_source_error(exc)
         if source_error is None:
@@ -133,12 +118,6 @@ def commit(
             metadata={"source_error": source_error.kind},
             allow_retries=True,
         ) from None
-
-
-def committed(published: Published, stored: StoredFrame) -> StoredFrame:
-    """What an asset yields for a commit it made itself (:func:`commit` in its body, where one
-    table's failure can be caught without failing the others): the IO manager only records it."""
-    return StoredFrame(None, metadata=stored.metadata, write=lambda *_: published)
 
 
 def is_source_level(exc: BaseException) -> bool:
@@ -183,21 +162,31 @@ class SparkDeltaIOManager(ConfigurableIOManager):
             return None
         return context.asset_partition_key
 
-    def handle_output(self, context: OutputContext, obj: DataFrame | StoredFrame | None) -> None:
+    def handle_output(
+        self, context: OutputContext, obj: DataFrame | AssetWrite | Written | None
+    ) -> None:
         if obj is None:
             context.log.info(f"{context.asset_key.to_user_string()}: nothing new to store")
             return
-        stored = obj if isinstance(obj, StoredFrame) else StoredFrame(obj)
-        partition = self._partition(context, context.definition_metadata or {})
-        published = commit(
-            self.pyspark.spark_session, self.store, context.asset_key.path, partition, stored
-        )
+        if isinstance(obj, Written):
+            published, metadata = obj.published, obj.metadata
+        else:
+            output = obj if isinstance(obj, AssetWrite) else AssetWrite(FrameWrite(obj))
+            partition = self._partition(context, context.definition_metadata or {})
+            published = write_output(
+                self.pyspark.spark_session,
+                self.store,
+                context.asset_key.path,
+                partition,
+                output.write,
+            )
+            metadata = output.metadata
         schema = (context.definition_metadata or {}).get(COLUMN_SCHEMA)
         context.add_output_metadata(
             {
                 **({COLUMN_SCHEMA: schema} if schema is not None else {}),
                 **delta_metadata(published),
-                **stored.metadata(published.properties),
+                **metadata(published.properties),
             }
         )
 

@@ -20,6 +20,7 @@ from dagster import (
 )
 
 from cdc_assets.config import SourceConfig
+from cdc_assets.lsn import OPERATION_NAMES
 from cdc_assets.spark.sqlserver_source import spark_type_names
 from cdc_assets.sqlserver import CaptureInstance
 from cdc_assets.sqlserver.type_text import sql_type_text
@@ -27,8 +28,6 @@ from cdc_assets.sqlserver.type_text import sql_type_text
 from .names import SOURCE_TAG
 
 COLUMN_LINEAGE = "dagster/column_lineage"
-
-OPERATION_NAMES = {1: "delete", 2: "insert", 3: "update_before", 4: "update_after"}
 
 
 def column_schema(instance: CaptureInstance) -> TableSchema:
