@@ -13,14 +13,14 @@ from cdc_assets.config import ProjectConfig
 from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG, step_seconds
 from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
-from cdc_assets.dagster.sync.source import Source, Table, load_source
+from cdc_assets.dagster.sync.source import CapturedTable, Source, load_source
 
 
 @dataclass(frozen=True)
 class SnapshotRun:
     source: Source
     defs: Definitions
-    table: Table
+    table: CapturedTable
     seconds: float  # the run, from its start to its end
     steps: dict[str, float]  # each step's seconds
     success: bool

@@ -82,7 +82,7 @@ from .sync.partitions import parse_partition
 from .sync.quiet_ranges import quiet_tables, record_quiet
 from .sync.range_order import wait_for_earlier_ranges
 from .sync.snapshot_resume import Progress
-from .sync.source import Source, Table
+from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync
 from .sync.table_failures import cleared, record_failures
 from .sync.table_pool import LogLine, ThreadConnections, collect, run_tables
@@ -103,7 +103,7 @@ def build_change_logs(
 def _change_log_step(
     source: Source,
     partitions: DynamicPartitionsDefinition,
-    groups: list[list[Table]],
+    groups: list[list[CapturedTable]],
     index: int,
 ) -> AssetsDefinition:
     """The change-log multi-asset of group ``index`` of ``source``'s tables."""
@@ -168,7 +168,7 @@ def _change_log_step(
         retired = retired_through(context.instance, partitions.name)
         wanted = context.selected_asset_check_keys
 
-        def table_events(table: Table) -> Iterator[Event]:
+        def table_events(table: CapturedTable) -> Iterator[Event]:
             """One table's partition, committed here: its failure is its own (the caller). Runs
             in a worker thread (:mod:`.sync.table_pool`): its events are yielded by the step."""
             conn = conns.get()
@@ -258,8 +258,8 @@ def _change_log_step(
                 else {}
             )
             failed: dict[str, str] = {}
-            failed_tables: dict[Table, str] = {}
-            written: list[Table] = []
+            failed_tables: dict[CapturedTable, str] = {}
+            written: list[CapturedTable] = []
             workers = source.config.sync.tables_in_parallel
             for done in run_tables(
                 selected,
@@ -334,7 +334,7 @@ class _LiveReports:
     thread (its other events wait for the table to finish): a log line per committed batch of
     chunks and an observation of the change log's ``snapshot`` partition with the numbers."""
 
-    def __init__(self, context: AssetExecutionContext, table: Table) -> None:
+    def __init__(self, context: AssetExecutionContext, table: CapturedTable) -> None:
         self._context = context
         self._table = table
 
@@ -360,8 +360,8 @@ def _record_snapshots(
     context: AssetExecutionContext,
     spark: SparkSession,
     source: Source,
-    tables: list[Table],
-    failures: dict[Table, str],
+    tables: list[CapturedTable],
+    failures: dict[CapturedTable, str],
 ) -> None:
     """The new snapshots into the sync state (as their partitions were published), and the
     tables whose snapshot failed, each retried on its own schedule (:mod:`.sync.table_failures`)."""
@@ -382,7 +382,7 @@ def _record_quiet_tables(
     source: Source,
     conn: DbapiConnection,
     catalog: dict[tuple[str, str], SourceTable],
-    others: list[Table],
+    others: list[CapturedTable],
     chain: tuple[list[LsnRange], Lsn | None],
     times: RangeTimes,
 ) -> Iterator[AssetMaterialization]:
@@ -426,7 +426,7 @@ def _record_quiet_tables(
             context.log_event(as_evaluation(at_end, None))
 
 
-def _not_written(table: Table, why: str) -> Output:
+def _not_written(table: CapturedTable, why: str) -> Output:
     """The output of a table whose range wrote nothing. Dagster skips a step when an output it
     depends on is missing, so without it the mirrors step would not run for any table; the
     materialization it records says that nothing was written, and the failed ``coverage``
@@ -445,7 +445,7 @@ def _key(result: AssetCheckResult) -> AssetCheckKey:
 
 
 def _source_table_event(
-    table: Table, partition: str, changed: dict[str, int], instance: CaptureInstance
+    table: CapturedTable, partition: str, changed: dict[str, int], instance: CaptureInstance
 ) -> AssetMaterialization | None:
     """What the run learnt about the SQL Server table (an external asset): read by a snapshot,
     or changed in the range. Logged before the change log's output, so the change log is never
@@ -468,7 +468,9 @@ def _source_table_event(
     )
 
 
-def _instance_names(catalog: dict[tuple[str, str], SourceTable], tables: list[Table]) -> list[str]:
+def _instance_names(
+    catalog: dict[tuple[str, str], SourceTable], tables: list[CapturedTable]
+) -> list[str]:
     """The established capture instances of ``tables`` (at most two per table)."""
     names = {
         instance.name

@@ -25,10 +25,10 @@ from cdc_assets.sqlserver.errors import LsnNotAvailable
 
 from .sync.chain import SnapshotInfo
 from .sync.names import CHAIN, COVERAGE
-from .sync.source import Table
+from .sync.source import CapturedTable
 
 
-def change_log_check_specs(tables: Sequence[Table]) -> list[AssetCheckSpec]:
+def change_log_check_specs(tables: Sequence[CapturedTable]) -> list[AssetCheckSpec]:
     """The ``coverage`` and ``chain`` checks of each table's change log (not blocking: one
     table's failed check must not stop the other tables' mirrors)."""
     return [
@@ -53,7 +53,7 @@ def change_log_check_specs(tables: Sequence[Table]) -> list[AssetCheckSpec]:
     ]
 
 
-def snapshot_chain_result(table: Table) -> AssetCheckResult:
+def snapshot_chain_result(table: CapturedTable) -> AssetCheckResult:
     """A snapshot starts the chain of its table."""
     return AssetCheckResult(
         asset_key=table.change_log_key,
@@ -64,7 +64,7 @@ def snapshot_chain_result(table: Table) -> AssetCheckResult:
 
 
 def chain_result(
-    table: Table,
+    table: CapturedTable,
     lsn_range: LsnRange,
     ranges: Sequence[LsnRange],
     snapshot: SnapshotInfo | None,
@@ -112,7 +112,7 @@ def chain_result(
 
 
 def unavailable_result(
-    conn: DbapiConnection, table: Table, instance: CaptureInstance, lsn_range: LsnRange
+    conn: DbapiConnection, table: CapturedTable, instance: CaptureInstance, lsn_range: LsnRange
 ) -> AssetCheckResult | None:
     """A failed coverage check if the range is not inside the validity interval before the read
     (cleanup already removed changes above ``lo``, or capture has not reached ``hi``)."""
@@ -139,7 +139,10 @@ def unavailable_result(
 
 
 def schema_change_result(
-    found: SourceTable | None, table: Table, snapshot: SnapshotInfo | None, lsn_range: LsnRange
+    found: SourceTable | None,
+    table: CapturedTable,
+    snapshot: SnapshotInfo | None,
+    lsn_range: LsnRange,
 ) -> AssetCheckResult | None:
     """A failed coverage check when a newer capture instance (a schema change) started inside
     or before the range while the table's snapshot was taken with an older one.
@@ -180,7 +183,7 @@ def schema_change_result(
     )
 
 
-def quiet_coverage_result(table: Table, lsn_range: LsnRange) -> AssetCheckResult:
+def quiet_coverage_result(table: CapturedTable, lsn_range: LsnRange) -> AssetCheckResult:
     """``coverage`` of a range recorded quiet: no change rows in it, counted while the validity
     interval held it (:mod:`.sync.quiet_ranges`)."""
     return AssetCheckResult(
@@ -192,7 +195,7 @@ def quiet_coverage_result(table: Table, lsn_range: LsnRange) -> AssetCheckResult
     )
 
 
-def coverage_result(table: Table, properties: dict[str, Any]) -> AssetCheckResult:
+def coverage_result(table: CapturedTable, properties: dict[str, Any]) -> AssetCheckResult:
     found = range_of(properties)
     coverage = found.coverage if found is not None else None
     if found is None or coverage is None:  # the snapshot starts the coverage of the chain

@@ -60,7 +60,7 @@ from cdc_assets.sqlserver import CaptureHealth, SqlServerError, capture_health
 from cdc_assets.sqlserver.cdc_admin import start_job_statement, stop_job_statement
 from cdc_assets.sqlserver.errors import SourceUnreachable
 
-from .sync.source import Source, Table
+from .sync.source import CapturedTable, Source
 
 CAPTURE_HEALTH = "capture_health"
 
@@ -199,7 +199,9 @@ def assess(
     return Assessment(errors, warnings, metadata)
 
 
-def _result(table: Table, health: CaptureHealth, source_wide: Assessment) -> AssetCheckResult:
+def _result(
+    table: CapturedTable, health: CaptureHealth, source_wide: Assessment
+) -> AssetCheckResult:
     name = table.instance.name
     warnings = list(source_wide.warnings)
     if name not in health.min_lsn_per_instance:
@@ -235,7 +237,7 @@ def _result(table: Table, health: CaptureHealth, source_wide: Assessment) -> Ass
     )
 
 
-def _unreadable(table: Table, exc: Exception) -> AssetCheckResult:
+def _unreadable(table: CapturedTable, exc: Exception) -> AssetCheckResult:
     if isinstance(exc, SourceUnreachable):
         description = (
             f"The source is unreachable, so its capture state cannot be read and nothing syncs: "

@@ -47,13 +47,13 @@ from .sync.metadata import asset_tags, table_metadata
 from .sync.names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
 from .sync.partitions import parse_partition
 from .sync.range_order import wait_for_earlier_ranges
-from .sync.source import Source, Table
+from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync
 from .sync.table_pool import LogLine, collect, run_tables
 from .sync.table_steps import step_name, table_groups
 
 
-def history_position(source: Source, table: Table) -> history_store.HistoryPosition | None:
+def history_position(source: Source, table: CapturedTable) -> history_store.HistoryPosition | None:
     """Where the table's history is (its last commit's ``userMetadata``); None: no history."""
     return history_store.position_of(source.store.properties(table.history_key.path, None))
 
@@ -70,7 +70,7 @@ def build_histories(
     return [_history_step(source, partitions, g, i, len(groups)) for i, g in enumerate(groups)]
 
 
-def _tracked(source: Source, table: Table) -> tuple[str, ...] | None:
+def _tracked(source: Source, table: CapturedTable) -> tuple[str, ...] | None:
     """The table's ``track_history_columns`` (None: every change makes a version); a
     :class:`Failure` naming a column the table does not have."""
     tracked = source.config.history.tracked_columns(table.schema, table.name)
@@ -89,7 +89,7 @@ def _tracked(source: Source, table: Table) -> tuple[str, ...] | None:
 def _state_at_snapshot(
     spark: SparkSession,
     source: Source,
-    table: Table,
+    table: CapturedTable,
     snapshot: SnapshotInfo,
     ranges: Callable[[Lsn], Sequence[LsnRange]],
 ) -> DataFrame:
@@ -119,7 +119,7 @@ def _state_at_snapshot(
 
 
 def _change_rows(
-    source: Source, table: Table, needed: list[LsnRange], snapshot: SnapshotInfo
+    source: Source, table: CapturedTable, needed: list[LsnRange], snapshot: SnapshotInfo
 ) -> tuple[int, list[LsnRange]]:
     """How many change rows ``needed`` holds for the table and the ranges that hold some,
     after checking each range is written and covered, or was quiet for the table: a range
@@ -168,7 +168,7 @@ def _rebase_time(source: Source, at: Lsn) -> dt.datetime | None:
 def plan_history(
     spark: SparkSession,
     source: Source,
-    table: Table,
+    table: CapturedTable,
     target: Lsn,
     ranges: Callable[[Lsn], Sequence[LsnRange]],
 ) -> tuple[history_driver.HistoryWrite | None, str, dict[str, Any]]:
@@ -239,7 +239,7 @@ def plan_history(
 def _history_step(
     source: Source,
     partitions: DynamicPartitionsDefinition,
-    tables: list[Table],
+    tables: list[CapturedTable],
     index: int,
     groups: int,
 ) -> AssetsDefinition:
@@ -285,7 +285,7 @@ def _history_step(
         selected = sorted(k for k in context.selected_asset_keys if k in by_key)
         failed: dict[str, str] = {}
 
-        def work(table: Table) -> tuple[list[Output | AssetMaterialization | LogLine], Any]:
+        def work(table: CapturedTable) -> tuple[list[Output | AssetMaterialization | LogLine], Any]:
             return collect(table_events(spark, table, lsn_range, ranges))
 
         workers = source.config.sync.tables_in_parallel
@@ -309,7 +309,7 @@ def _history_step(
 
     def table_events(
         spark: SparkSession,
-        table: Table,
+        table: CapturedTable,
         lsn_range: LsnRange,
         ranges: Callable[[Lsn], Sequence[LsnRange]],
     ) -> Iterator[Output | AssetMaterialization | LogLine]:

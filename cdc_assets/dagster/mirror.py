@@ -57,7 +57,7 @@ from .sync.metadata import (
 from .sync.names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
 from .sync.partitions import parse_partition
 from .sync.range_order import wait_for_earlier_ranges
-from .sync.source import Source, Table
+from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync, TableSync, describes, mirror_at, now, with_mirror
 from .sync.table_failures import cleared, record_failures
 from .sync.table_pool import LogLine, collect, run_tables
@@ -65,7 +65,7 @@ from .sync.table_steps import step_name, table_groups
 
 
 def mirror_position(
-    source: Source, table: Table, sync: SourceSync | None = None
+    source: Source, table: CapturedTable, sync: SourceSync | None = None
 ) -> MirrorPosition | None:
     """Where the mirror is: what its last commit recorded, its ``lsn`` moved on by the quiet
     ranges the sync state recorded after that commit (``commit_lsn``: the commit's own), its
@@ -75,7 +75,7 @@ def mirror_position(
 
 
 def _position(
-    committed: dict[str, Any] | None, source: Source, table: Table, sync: SourceSync | None
+    committed: dict[str, Any] | None, source: Source, table: CapturedTable, sync: SourceSync | None
 ) -> MirrorPosition | None:
     position = mirror_versions.position_of(committed)
     if position is None:
@@ -92,7 +92,7 @@ def _position(
 
 
 def mirror_state(
-    source: Source, table: Table, sync: SourceSync | None = None
+    source: Source, table: CapturedTable, sync: SourceSync | None = None
 ) -> dict[str, Any] | None:
     """The properties of the mirror's last commit with its position (:func:`mirror_position`)
     in them: its ``lsn`` moved on by quiet ranges (``committed_lsn``: the commit's own), its
@@ -109,12 +109,12 @@ def mirror_state(
     return state
 
 
-def mirror_lsn(source: Source, table: Table, sync: SourceSync | None = None) -> Lsn | None:
+def mirror_lsn(source: Source, table: CapturedTable, sync: SourceSync | None = None) -> Lsn | None:
     position = mirror_position(source, table, sync)
     return position.lsn if position is not None else None
 
 
-def _change_rows(source: Source, table: Table, needed: list[LsnRange]) -> int:
+def _change_rows(source: Source, table: CapturedTable, needed: list[LsnRange]) -> int:
     """How many change rows ``needed`` holds (0: quiet ranges are applied without reading
     anything; a range whose count is unknown counts 1, to be read), after checking each range
     is written and covered."""
@@ -141,7 +141,7 @@ def _change_rows(source: Source, table: Table, needed: list[LsnRange]) -> int:
     return rows
 
 
-def _as_of(source: Source, table: Table, applied: list[LsnRange]) -> dict[str, Any]:
+def _as_of(source: Source, table: CapturedTable, applied: list[LsnRange]) -> dict[str, Any]:
     """The commit time the mirror is at (the last applied range's last commit) and the lag
     measured when that range was read."""
     for lsn_range in reversed(applied):
@@ -167,7 +167,7 @@ def _lag_now(p: dict[str, Any]) -> float:
 def _mirror_output(
     spark: SparkSession,
     source: Source,
-    table: Table,
+    table: CapturedTable,
     ranges: Callable[[Lsn], Sequence[LsnRange]],
     target: Lsn,
     snapshot: SnapshotInfo | None,
@@ -274,7 +274,7 @@ def build_mirrors(
 def _mirror_step(
     source: Source,
     partitions: DynamicPartitionsDefinition,
-    tables: list[Table],
+    tables: list[CapturedTable],
     index: int,
     groups: int,
 ) -> AssetsDefinition:
@@ -327,12 +327,12 @@ def _mirror_step(
         ranges = RangeReader(context.instance, partitions.name)
 
         failed: dict[str, str] = {}
-        failed_tables: dict[Table, str] = {}
+        failed_tables: dict[CapturedTable, str] = {}
         sync = SourceSync.load(source)
-        updates: dict[Table, TableSync] = {}
+        updates: dict[CapturedTable, TableSync] = {}
         tables = [by_key[k] for k in sorted(k for k in context.selected_asset_keys if k in by_key)]
 
-        def work(table: Table) -> tuple[list[Output | AssetMaterialization | LogLine], Any]:
+        def work(table: CapturedTable) -> tuple[list[Output | AssetMaterialization | LogLine], Any]:
             return collect(table_events(context, spark, table, lsn_range, ranges, sync, updates))
 
         workers = source.config.sync.tables_in_parallel
@@ -370,11 +370,11 @@ def _mirror_step(
     def table_events(
         context: AssetExecutionContext,
         spark: SparkSession,
-        table: Table,
+        table: CapturedTable,
         lsn_range: LsnRange,
         ranges: Callable[[Lsn], Sequence[LsnRange]],
         sync: SourceSync,
-        updates: dict[Table, TableSync],
+        updates: dict[CapturedTable, TableSync],
     ) -> Iterator[Output | AssetMaterialization | LogLine]:
         """One table's mirror brought to the range's end, in a worker thread: its events are
         yielded by the step, its new sync-state row goes into ``updates``."""

@@ -42,20 +42,22 @@ from .health_checks import START_CAPTURE
 from .mirror import mirror_position
 from .sync.chain import chain_end, recent_ranges
 from .sync.chain_end_check import AT_CHAIN_END, at_chain_end_result
-from .sync.source import Source, Table
+from .sync.source import CapturedTable, Source
 
 RECONCILE = "reconcile"
 INSERT, DELETE = 2, 1
 CAPTURE_WAIT_SECONDS = 120.0
 
 
-def _at_chain_end(source: Source, table: Table, end: Lsn | None) -> AssetCheckResult:
+def _at_chain_end(source: Source, table: CapturedTable, end: Lsn | None) -> AssetCheckResult:
     position = mirror_position(source, table)
     at = position.lsn if position is not None else None
     return at_chain_end_result(table, at.hex if at is not None else None, end)
 
 
-def source_counts(source: Source, tables: list[Table]) -> tuple[Lsn, dict[Table, int]]:
+def source_counts(
+    source: Source, tables: list[CapturedTable]
+) -> tuple[Lsn, dict[CapturedTable, int]]:
     """Row counts of ``tables`` in one exact snapshot, and its LSN."""
     snapshot = begin_exact_snapshot(source.factory, [t.instance for t in tables])
     try:
@@ -65,7 +67,7 @@ def source_counts(source: Source, tables: list[Table]) -> tuple[Lsn, dict[Table,
     return snapshot.lsn, counts
 
 
-def _mirror_at(spark: SparkSession, source: Source, table: Table) -> tuple[Lsn, int] | None:
+def _mirror_at(spark: SparkSession, source: Source, table: CapturedTable) -> tuple[Lsn, int] | None:
     """The mirror's LSN and its row count, both of one Delta version (a sync run may merge
     the next range meanwhile); None before its first materialization."""
     found = source.store.commit_properties(table.mirror_key.path)
@@ -103,7 +105,7 @@ def _capture_not_past(source: Source, lsn: Lsn) -> str | None:
         conn.close()
 
 
-def _not_counted(table: Table, why: str) -> AssetCheckResult:
+def _not_counted(table: CapturedTable, why: str) -> AssetCheckResult:
     return AssetCheckResult(
         asset_key=table.mirror_key,
         check_name=RECONCILE,
@@ -114,7 +116,11 @@ def _not_counted(table: Table, why: str) -> AssetCheckResult:
 
 
 def _reconcile(
-    source: Source, table: Table, snapshot_lsn: Lsn, count_at_s: int, mirror: tuple[Lsn, int]
+    source: Source,
+    table: CapturedTable,
+    snapshot_lsn: Lsn,
+    count_at_s: int,
+    mirror: tuple[Lsn, int],
 ) -> AssetCheckResult:
     at, mirror_rows = mirror
     conn = source.connect()

@@ -38,12 +38,12 @@ from .sync.names import (
 from .sync.quiet_ranges import quiet_instance
 from .sync.retry_waits import table_waits, waiting_text
 from .sync.runs_in_flight import RANGE_RUNS_IN_FLIGHT, InFlight
-from .sync.source import Source, Table
+from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync, now
 
 
 def cleanup_gaps(
-    source: Source, last: LsnRange, snapshots: dict[Table, SnapshotInfo | None]
+    source: Source, last: LsnRange, snapshots: dict[CapturedTable, SnapshotInfo | None]
 ) -> dict:
     """Tables whose change log of ``last`` could not be written because cleanup removed changes
     it needs, and that have not been re-snapshotted since: table -> the recorded reason."""
@@ -59,7 +59,7 @@ def cleanup_gaps(
 
 
 def range_complete(
-    source: Source, sync: SourceSync, table: Table, last: LsnRange, snap: SnapshotInfo
+    source: Source, sync: SourceSync, table: CapturedTable, last: LsnRange, snap: SnapshotInfo
 ) -> bool:
     """Nothing of the chain up to ``last`` is left to do for ``table``: its mirror is there
     (moved by a merge or recorded quiet), or — its snapshot is consistent only after ``last`` —
@@ -70,7 +70,7 @@ def range_complete(
 
 
 def mirrors_wait_for_snapshot(
-    sync: SourceSync, snapshots: dict[Table, SnapshotInfo | None], maximum: Lsn
+    sync: SourceSync, snapshots: dict[CapturedTable, SnapshotInfo | None], maximum: Lsn
 ) -> bool:
     """Some mirror is missing or behind its table's snapshot, and capture has passed it."""
     waiting = []
@@ -86,11 +86,11 @@ def mirrors_wait_for_snapshot(
 def tables_to_run(
     conn: DbapiConnection,
     sync: SourceSync,
-    tables: list[Table],
+    tables: list[CapturedTable],
     lsn_range: LsnRange,
     *,
     ahead: bool = False,
-) -> list[Table]:
+) -> list[CapturedTable]:
     """The tables a new range's run works on: those with change rows in it (one statement per
     200 capture instances counts them), those whose mirror must be built or whose capture
     instance changed. The run records the range for the others, quiet, in one write
@@ -150,7 +150,7 @@ def to_retire(
 def next_range_of(
     ranges: RangeReader,
     source: Source,
-    table: Table,
+    table: CapturedTable,
     snap: SnapshotInfo,
     last: LsnRange,
     sync: SourceSync,
@@ -172,8 +172,8 @@ def catch_up(
     instance: DagsterInstance,
     source: Source,
     partitions: DynamicPartitionsDefinition,
-    behind: list[Table],
-    snapshots: dict[Table, SnapshotInfo],
+    behind: list[CapturedTable],
+    snapshots: dict[CapturedTable, SnapshotInfo],
     last: LsnRange,
     sync: SourceSync,
 ) -> tuple[Tick | None, str]:
@@ -215,7 +215,7 @@ def catch_up(
     if whole and not waits:
         # the newest range again, for the tables that changed in it (the run records the
         # others quiet, as the failed run would have)
-        tables: list[Table] | None = None
+        tables: list[CapturedTable] | None = None
         try:
             conn = source.connect()
             try:
@@ -258,7 +258,7 @@ def range_lane(
     # the chain's end from the newest keys only: a tick costs the same at 10 or 100k partitions
     ranges = recent_ranges(instance, partitions.name)
     end = chain_end(ranges)
-    behind: list[Table] = []
+    behind: list[CapturedTable] = []
     waiting = ""  # why tables behind wait: said in a skip reason
     if end is not None:
         last = ranges[-1]

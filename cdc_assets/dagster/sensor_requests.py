@@ -26,7 +26,7 @@ from .sync.names import (
     TABLES_TAG,
 )
 from .sync.quiet_ranges import REPORT_EVERY_RANGE_UP_TO
-from .sync.source import Source, Table
+from .sync.source import CapturedTable, Source
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def run_request(
     instance: DagsterInstance,
     source: Source,
     partition: str,
-    tables: list[Table] | None = None,
+    tables: list[CapturedTable] | None = None,
     extra_tags: dict[str, str] | None = None,
     *,
     mirrors: bool = False,

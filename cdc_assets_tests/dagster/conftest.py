@@ -37,7 +37,7 @@ from cdc_assets.dagster.demo.in_process import (
 )
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_position
 from cdc_assets.dagster.sync.names import sync_job_name
-from cdc_assets.dagster.sync.source import Source, Table, load_source
+from cdc_assets.dagster.sync.source import CapturedTable, Source, load_source
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.spark.stored_columns import encode_for_delta
@@ -166,11 +166,11 @@ class SyncHarness:
             raise_on_error=False,
         )
 
-    def mirror(self, table: Table) -> DataFrame:
+    def mirror(self, table: CapturedTable) -> DataFrame:
         columns = [f"`{c}`" for c in table.instance.column_names]
         return self.source.store.read(self.spark, table.mirror_key.path, None).select(*columns)
 
-    def source_rows(self, table: Table) -> DataFrame:
+    def source_rows(self, table: CapturedTable) -> DataFrame:
         settings = self.source.config.connection_settings()
         instance = table.instance
         snapshot = sqlserver_source.read_snapshot(self.spark, settings, instance, mode="exact")
@@ -191,7 +191,7 @@ class SyncHarness:
                 f"{list(expected - outside)[:2]}"
             )
 
-    def assert_mirrors_equal_source(self, tables: Sequence[Table] | None = None) -> Lsn:
+    def assert_mirrors_equal_source(self, tables: Sequence[CapturedTable] | None = None) -> Lsn:
         """Every mirror (of ``tables``, default all) holds exactly the source table's rows
         (multiset) at one common LSN."""
         at = set()

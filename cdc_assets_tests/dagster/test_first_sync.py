@@ -19,7 +19,7 @@ from cdc_assets.dagster import change_log
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.names import RANGE_LANE_TAG, SNAPSHOT_PARTITION
-from cdc_assets.dagster.sync.source import Table
+from cdc_assets.dagster.sync.source import CapturedTable
 from cdc_assets.dagster.sync.sync_state import SourceSync
 from cdc_assets.dagster.sync.table_failures import FAILED_TABLES_TAG, pause_after
 from cdc_assets.lsn import Lsn, LsnRange
@@ -34,7 +34,7 @@ KEYLESS = TableDef("dbo", "audit_log", KEYED[0].columns)  # no key, duplicates a
 COLUMNS = ["id", "name", "qty"]
 
 
-def _source_rows(harness: SyncHarness, table: Table) -> Any:
+def _source_rows(harness: SyncHarness, table: CapturedTable) -> Any:
     conn = emulator.connect(str(harness.db), autocommit=True)
     try:
         return multiset(conn.execute(f"SELECT id, name, qty FROM [dbo].[{table.name}]"))
@@ -42,7 +42,7 @@ def _source_rows(harness: SyncHarness, table: Table) -> Any:
         conn.close()
 
 
-def _assert_equal_by_duckdb(harness: SyncHarness, tables: Sequence[Table]) -> Lsn:
+def _assert_equal_by_duckdb(harness: SyncHarness, tables: Sequence[CapturedTable]) -> Lsn:
     """Each mirror of ``tables``, read by DuckDB, holds its table's rows; all at one LSN."""
     at = set()
     for table in tables:
@@ -54,7 +54,7 @@ def _assert_equal_by_duckdb(harness: SyncHarness, tables: Sequence[Table]) -> Ls
     return at.pop()
 
 
-def _change(harness: SyncHarness, tables: Sequence[Table], round_: int) -> None:
+def _change(harness: SyncHarness, tables: Sequence[CapturedTable], round_: int) -> None:
     """One transaction per table of ``tables`` (an update of every row), captured."""
     conn = emulator.connect(str(harness.db), autocommit=True)
     try:
@@ -65,7 +65,7 @@ def _change(harness: SyncHarness, tables: Sequence[Table], round_: int) -> None:
     harness.capture()
 
 
-def _selected(harness: SyncHarness, request: RunRequest) -> set[Table]:
+def _selected(harness: SyncHarness, request: RunRequest) -> set[CapturedTable]:
     keys = set(request.asset_selection or [])
     return {t for t in harness.source.tables if t.change_log_key in keys}
 

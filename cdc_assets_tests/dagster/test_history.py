@@ -17,7 +17,7 @@ from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.history import history_position
 from cdc_assets.dagster.sync.change_log_state import snapshot_info
 from cdc_assets.dagster.sync.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION
-from cdc_assets.dagster.sync.source import Table
+from cdc_assets.dagster.sync.source import CapturedTable
 from cdc_assets.history_config import HistoryConfig
 from cdc_assets.lsn import Lsn
 from cdc_assets.spark import history_driver
@@ -81,7 +81,7 @@ def with_history(harness: SyncHarness, **settings: Any) -> None:
     harness.defs = build_definitions(harness.config, [harness.source])
 
 
-def expected_versions(harness: SyncHarness, table: Table) -> list[Version]:
+def expected_versions(harness: SyncHarness, table: CapturedTable) -> list[Version]:
     """The table's versions replayed from ``cdc.<ci>_CT``, cut at its snapshot LSN."""
     conn = harness.source.connect()
     try:
@@ -102,7 +102,7 @@ def _normal(value: Any) -> Any:
     return value
 
 
-def stored_versions(harness: SyncHarness, table: Table) -> Counter:
+def stored_versions(harness: SyncHarness, table: CapturedTable) -> Counter:
     """The history's versions as DuckDB reads them (deletion vectors included)."""
     columns = [*table.instance.column_names, *VALIDITY_COLUMNS]
     uri = harness.source.store.location(table.history_key.path)
@@ -113,7 +113,7 @@ def as_rows(versions: list[Version]) -> Counter:
     return Counter((*v.row, v.start, v.end, v.start_at, v.end_at, v.current) for v in versions)
 
 
-def assert_history_equals_change_table(harness: SyncHarness, table: Table) -> list[Version]:
+def assert_history_equals_change_table(harness: SyncHarness, table: CapturedTable) -> list[Version]:
     expected = expected_versions(harness, table)
     found = stored_versions(harness, table)
     want = as_rows(expected)
@@ -125,7 +125,7 @@ def assert_history_equals_change_table(harness: SyncHarness, table: Table) -> li
 
 
 def assert_as_of(
-    harness: SyncHarness, spark: SparkSession, table: Table, versions: list[Version]
+    harness: SyncHarness, spark: SparkSession, table: CapturedTable, versions: list[Version]
 ) -> None:
     """Spark's reader as of three LSNs and three commit times equals the replayed table then."""
     uri = harness.source.store.location(table.history_key.path)

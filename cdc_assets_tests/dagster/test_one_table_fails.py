@@ -14,7 +14,7 @@ from cdc_assets.dagster import change_log
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.names import CATCH_UP_TAG
-from cdc_assets.dagster.sync.source import Table
+from cdc_assets.dagster.sync.source import CapturedTable
 from cdc_assets.lsn import LsnRange
 
 from .conftest import SyncHarness, failure_text
@@ -35,7 +35,7 @@ def _run(harness: SyncHarness, request: RunRequest, *, ok: bool = True) -> LsnRa
     return LsnRange.parse_key(request.partition_key or "")
 
 
-def _selected_tables(harness: SyncHarness, request: RunRequest) -> set[Table]:
+def _selected_tables(harness: SyncHarness, request: RunRequest) -> set[CapturedTable]:
     if request.asset_selection is None:
         return set(harness.source.tables)
     keys = set(request.asset_selection)

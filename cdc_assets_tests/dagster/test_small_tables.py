@@ -16,7 +16,7 @@ from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets import emulator
-from cdc_assets.dagster.sync.source import Table
+from cdc_assets.dagster.sync.source import CapturedTable
 from cdc_assets.spark import driver_merges, mirror_store
 from cdc_assets.workload import small_tables
 from cdc_assets_tests.support.outside_spark import read_with_duckdb
@@ -91,7 +91,7 @@ def test_small_tables_are_snapshotted_and_mirrored_without_a_spark_job(
     _assert_mirror_equals_its_table(harness, other)
 
 
-def _assert_mirror_equals_its_table(harness: SyncHarness, table: Table) -> None:
+def _assert_mirror_equals_its_table(harness: SyncHarness, table: CapturedTable) -> None:
     rows = read_with_duckdb(harness.source.store.location(table.mirror_key.path), COLUMNS)
     conn = emulator.connect(str(harness.db), autocommit=True)
     try:

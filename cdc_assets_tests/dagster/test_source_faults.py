@@ -19,7 +19,7 @@ from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.sync import retry_waits
 from cdc_assets.dagster.sync.chain import range_partitions
 from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name
-from cdc_assets.dagster.sync.source import Table
+from cdc_assets.dagster.sync.source import CapturedTable
 from cdc_assets.emulator import faults
 from cdc_assets.lsn import Lsn
 from cdc_assets.sqlserver.quoting import quote_table
@@ -38,7 +38,7 @@ def _step_error(result: ExecuteInProcessResult) -> str:
     return error.message
 
 
-def _mirror_lsns(harness: SyncHarness) -> dict[Table, Lsn | None]:
+def _mirror_lsns(harness: SyncHarness) -> dict[CapturedTable, Lsn | None]:
     return {t: mirror_lsn(harness.source, t) for t in harness.source.tables}
 
 

@@ -26,7 +26,7 @@ from cdc_assets.dagster.mirror import mirror_lsn, mirror_position, mirror_state
 from cdc_assets.dagster.sync.chain import range_partitions
 from cdc_assets.dagster.sync.metadata import OPERATION_NAMES
 from cdc_assets.dagster.sync.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
-from cdc_assets.dagster.sync.source import Table
+from cdc_assets.dagster.sync.source import CapturedTable
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source
 from cdc_assets.sqlserver import cdc_admin, discover, get_max_lsn, get_min_lsn, plan_next_range
@@ -36,7 +36,7 @@ from cdc_assets.workload import DEMO_TABLES
 from .conftest import QUIET, SOURCE, SyncHarness, failure_text, make_harness
 
 
-def _model_name(table: Table) -> str:
+def _model_name(table: CapturedTable) -> str:
     return f"{table.schema}.{table.name}"
 
 
@@ -406,7 +406,7 @@ def test_reconcile_counts_the_source_at_the_mirror_lsn(
 
 def _cleanup_next_range(
     harness: SyncHarness,
-) -> tuple[Table, RunRequest, ExecuteInProcessResult, dict[str, Lsn | None]]:
+) -> tuple[CapturedTable, RunRequest, ExecuteInProcessResult, dict[str, Lsn | None]]:
     """Sync (the mirrors exist), write, let cleanup remove changes of the next range for one
     table, and run that range: the victim, the request, the failed run, the mirrors' LSNs."""
     harness.sync()  # the snapshot

@@ -13,12 +13,12 @@ from dagster import AssetCheckEvaluation, AssetCheckResult, AssetCheckSeverity
 
 from cdc_assets.lsn import Lsn
 
-from .source import Table
+from .source import CapturedTable
 
 AT_CHAIN_END = "at_chain_end"
 
 
-def at_chain_end_result(table: Table, at: str | None, end: Lsn | None) -> AssetCheckResult:
+def at_chain_end_result(table: CapturedTable, at: str | None, end: Lsn | None) -> AssetCheckResult:
     """``at_chain_end`` for a mirror at ``at`` (an LSN's hex, None before its first build)."""
     passed = end is not None and at == end.hex
     return AssetCheckResult(

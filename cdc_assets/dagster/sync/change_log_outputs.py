@@ -28,11 +28,13 @@ from .io_manager import AssetWrite
 from .metadata import COLUMN_LINEAGE, column_lineage, column_rules_text, operation_counts
 from .names import SNAPSHOT_PARTITION
 from .snapshot_resume import INITIAL_REASON, Progress, capture_instance_start, resume_decision
-from .source import Source, Table
+from .source import CapturedTable, Source
 from .sync_state import forget_snapshot
 
 
-def instance_for(found: SourceTable | None, table: Table, first: Lsn | None) -> CaptureInstance:
+def instance_for(
+    found: SourceTable | None, table: CapturedTable, first: Lsn | None
+) -> CaptureInstance:
     """The capture instance as it is now (``found``: the table as discovered at the start of the
     run): the one covering ``first``, else the current one (when cleanup moved every instance's
     start above ``first``, the coverage check reports it)."""
@@ -54,7 +56,7 @@ def instance_for(found: SourceTable | None, table: Table, first: Lsn | None) -> 
 def snapshot_output(
     spark: SparkSession,
     source: Source,
-    table: Table,
+    table: CapturedTable,
     instance: CaptureInstance,
     reason: str | None,
     conn: DbapiConnection,
@@ -112,7 +114,7 @@ def _identity(
 
 
 def _snapshot_metadata(
-    table: Table, instance: CaptureInstance
+    table: CapturedTable, instance: CaptureInstance
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def metadata(p: dict[str, Any]) -> dict[str, Any]:
         found = {
@@ -141,7 +143,7 @@ def _snapshot_metadata(
 def _chunked(
     spark: SparkSession,
     source: Source,
-    table: Table,
+    table: CapturedTable,
     instance: CaptureInstance,
     plan: sqlserver_source.ReadPlan,
     resume: SnapshotProgress | None,
@@ -196,7 +198,7 @@ def quiet_range_metadata(conn: DbapiConnection, times: RangeTimes) -> dict[str, 
 
 def range_output(
     source: Source,
-    table: Table,
+    table: CapturedTable,
     conn: DbapiConnection,
     lsn_range: LsnRange,
     instance: CaptureInstance,

@@ -12,17 +12,17 @@ from cdc_assets.spark.snapshot_chunks import SnapshotProgress
 
 from .chain import SnapshotInfo
 from .names import SNAPSHOT_PARTITION
-from .source import Source, Table
+from .source import CapturedTable, Source
 
 
-def snapshot_info(source: Source, table: Table) -> SnapshotInfo | None:
+def snapshot_info(source: Source, table: CapturedTable) -> SnapshotInfo | None:
     path = table.change_log_key.path
     properties = source.store.properties(path, SNAPSHOT_PARTITION)
     version = properties.get(WRITE_ID) if properties else None
     return SnapshotInfo.from_properties(properties, version)
 
 
-def snapshot_progress(source: Source, table: Table) -> SnapshotProgress | None:
+def snapshot_progress(source: Source, table: CapturedTable) -> SnapshotProgress | None:
     """The table's unfinished snapshot (written in chunk commits, not published yet): what its
     newest commit says; None when there is none (no snapshot, or a finished one)."""
     path = table.change_log_key.path
@@ -34,7 +34,7 @@ def snapshot_progress(source: Source, table: Table) -> SnapshotProgress | None:
 def mark_gap(
     spark: SparkSession,
     source: Source,
-    table: Table,
+    table: CapturedTable,
     partition_key: str,
     *,
     reason: str | None,
@@ -46,10 +46,12 @@ def mark_gap(
     source.store.mark_gap(spark, table.change_log_key.path, partition_key, gap_properties(gap))
 
 
-def recorded_gap(source: Source, table: Table, partition_key: str) -> Gap | None:
+def recorded_gap(source: Source, table: CapturedTable, partition_key: str) -> Gap | None:
     """The gap recorded for ``partition_key`` of ``table``'s change log, if any."""
     return gap_of(source.store.gap(table.change_log_key.path, partition_key))
 
 
-def clear_gap(spark: SparkSession, source: Source, table: Table, partition_key: str) -> None:
+def clear_gap(
+    spark: SparkSession, source: Source, table: CapturedTable, partition_key: str
+) -> None:
     source.store.clear_gap(spark, table.change_log_key.path, partition_key)

@@ -17,11 +17,11 @@ from cdc_assets.sqlserver.column_masks import rules_fingerprint
 from .chain import SnapshotInfo
 from .metadata import column_rules_text
 from .names import COVERAGE
-from .source import Table
+from .source import CapturedTable
 
 
 def rules_change_result(
-    table: Table, instance: CaptureInstance, snapshot: SnapshotInfo | None
+    table: CapturedTable, instance: CaptureInstance, snapshot: SnapshotInfo | None
 ) -> AssetCheckResult | None:
     """A failed coverage check when ``instance`` (read with the rules now configured) is read
     under other column rules than ``snapshot`` was; None when they are the same."""

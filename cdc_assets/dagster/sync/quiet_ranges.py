@@ -42,7 +42,7 @@ from cdc_assets.sqlserver.changed_tables import (
 from cdc_assets.sqlserver.column_masks import rules_fingerprint
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
-from .source import Source, Table
+from .source import CapturedTable, Source
 from .sync_state import SourceSync, TableSync, now
 
 
@@ -85,9 +85,9 @@ def quiet_tables(
     conn: DbapiConnection,
     catalog: Mapping[tuple[str, str], SourceTable],
     sync: SourceSync,
-    tables: Sequence[Table],
+    tables: Sequence[CapturedTable],
     lsn_range: LsnRange,
-) -> list[Table]:
+) -> list[CapturedTable]:
     """Those of ``tables`` proven quiet in ``lsn_range`` with their mirror at its start."""
     candidates = {}
     for table in tables:
@@ -113,18 +113,18 @@ def quiet_tables(
 def record_quiet(
     source: Source,
     sync: SourceSync,
-    quiet: Sequence[Table],
+    quiet: Sequence[CapturedTable],
     lsn_range: LsnRange,
     partition: str,
     range_metadata: Callable[[], Mapping[str, Any]],
-) -> tuple[dict[Table, TableSync], list[AssetMaterialization]]:
+) -> tuple[dict[CapturedTable, TableSync], list[AssetMaterialization]]:
     """The sync state rows of the ``quiet`` tables moved to ``hi``, and what Dagster hears of
     them: in a source of at most :data:`REPORT_EVERY_RANGE_UP_TO` tables, the range of each
     (change log and mirror: 0 rows, quiet), so every partition shows materialized; in a larger
     one, a quiet mirror when Dagster has not heard of it for a while (a source of a thousand
     tables would otherwise log thousands of events per range). ``range_metadata``: what the
     change-log reports show of the range (asked once, when there are any)."""
-    updates: dict[Table, TableSync] = {}
+    updates: dict[CapturedTable, TableSync] = {}
     reports: list[AssetMaterialization] = []
     moment = now()
     every_range = len(source.tables) <= REPORT_EVERY_RANGE_UP_TO
@@ -142,7 +142,9 @@ def record_quiet(
     return updates, reports
 
 
-def _due(source: Source, sync: SourceSync, quiet: Sequence[Table], moment: float) -> set[Table]:
+def _due(
+    source: Source, sync: SourceSync, quiet: Sequence[CapturedTable], moment: float
+) -> set[CapturedTable]:
     """The quiet mirrors to report in this range: those not reported for half the warning
     window, the longest unreported first, at most :data:`REPORTS_PER_RANGE` (so a thousand
     tables' reports spread over ranges instead of all falling due in one)."""
@@ -153,7 +155,7 @@ def _due(source: Source, sync: SourceSync, quiet: Sequence[Table], moment: float
 
 
 def _change_log_report(
-    table: Table, lsn_range: LsnRange, partition: str, shown: Mapping[str, Any]
+    table: CapturedTable, lsn_range: LsnRange, partition: str, shown: Mapping[str, Any]
 ) -> AssetMaterialization:
     return AssetMaterialization(
         asset_key=table.change_log_key,
@@ -170,7 +172,7 @@ def _change_log_report(
 
 
 def _report(
-    table: Table, row: TableSync, lsn_range: LsnRange, partition: str
+    table: CapturedTable, row: TableSync, lsn_range: LsnRange, partition: str
 ) -> AssetMaterialization:
     since = row.mirror_commit.hex if row.mirror_commit is not None else "its snapshot"
     return AssetMaterialization(

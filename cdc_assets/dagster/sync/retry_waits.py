@@ -18,7 +18,7 @@ from .names import (
     PARTITION_TAG,
     SOURCE_TAG,
 )
-from .source import Source, Table
+from .source import CapturedTable, Source
 from .sync_state import SourceSync
 from .table_failures import FAILED_TABLES_TAG, seconds_to_wait
 
@@ -32,8 +32,8 @@ def retry_pause(source: Source) -> float:
 
 
 def table_waits(
-    source: Source, sync: SourceSync, tables: Iterable[Table], moment: float
-) -> dict[Table, float]:
+    source: Source, sync: SourceSync, tables: Iterable[CapturedTable], moment: float
+) -> dict[CapturedTable, float]:
     """Those of ``tables`` that failed on their own a moment ago: the seconds each still waits
     (the pause grows with each failure in a row, :mod:`.table_failures`)."""
     base = retry_pause(source)
@@ -45,7 +45,7 @@ def table_waits(
     }
 
 
-def waiting_text(source: Source, sync: SourceSync, waits: Mapping[Table, float]) -> str:
+def waiting_text(source: Source, sync: SourceSync, waits: Mapping[CapturedTable, float]) -> str:
     """What the tables in ``waits`` wait for, for a skip reason (the first few by name)."""
     shown = sorted(waits, key=lambda t: t.qualified_name)
     parts = [

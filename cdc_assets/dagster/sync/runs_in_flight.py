@@ -18,7 +18,7 @@ from .names import (
     SOURCE_TAG,
 )
 from .range_order import IN_FLIGHT
-from .source import Source, Table
+from .source import CapturedTable, Source
 
 # Range runs of a source in flight at once: one working, the next one starting (queue, process,
 # code location, Spark session) and then waiting for it (:mod:`.range_order`).
@@ -30,7 +30,7 @@ class InFlight:
     """The source's runs that have not finished: the tables the snapshot runs among them work
     on, and the range runs (newest first; snapshot runs go beside them)."""
 
-    busy: frozenset[Table]
+    busy: frozenset[CapturedTable]
     range_runs: tuple[DagsterRun, ...]
     snapshot_runs: tuple[DagsterRun, ...] = ()
 
@@ -39,7 +39,7 @@ class InFlight:
         runs = instance.get_runs(
             filters=RunsFilter(tags={SOURCE_TAG: source.name}, statuses=IN_FLIGHT), limit=100
         )
-        busy: set[Table] = set()
+        busy: set[CapturedTable] = set()
         ranged, snapshots = [], []
         for run in runs:
             if run.tags.get(PARTITION_RUN_TAG) == SNAPSHOT_PARTITION:
@@ -64,7 +64,7 @@ class InFlight:
         return "; ".join(x for x in parts if x)
 
 
-def selected_tables(source: Source, run: DagsterRun) -> set[Table]:
+def selected_tables(source: Source, run: DagsterRun) -> set[CapturedTable]:
     """The tables ``run`` works on: its asset selection, else the tables its tag names (a run
     executed in process records no selection), else every table of the job."""
     if run.asset_selection:

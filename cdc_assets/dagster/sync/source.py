@@ -36,8 +36,12 @@ class CatalogRecorder(Protocol):
 
 
 @dataclass(frozen=True)
-class Table:
-    """A captured table as the assets see it."""
+class CapturedTable:
+    """A captured table as the assets see it: its source, name, capture instance and asset
+    keys. The other tables have names of their own: :class:`~cdc_assets.sqlserver.SourceTable`
+    (a table as the SQL Server catalog describes it), :class:`~cdc_assets.workload.table_model.
+    TableModel` (a table the workload writes), :class:`~cdc_assets.emulator.catalog.
+    EmulatedTable` (a table the emulator stores)."""
 
     source: str
     schema: str
@@ -69,7 +73,7 @@ class Table:
 @dataclass(frozen=True)
 class Source:
     config: SourceConfig
-    tables: tuple[Table, ...]
+    tables: tuple[CapturedTable, ...]
     storage: str | Path  # a directory or a Hadoop file-system URI
     # records the catalog a sync run reads when it changed (a component's source); None: not kept
     recorder: CatalogRecorder | None = field(default=None, compare=False, repr=False)
@@ -90,12 +94,14 @@ class Source:
         return self.factory.connect(autocommit=True)
 
     @property
-    def history_tables(self) -> tuple[Table, ...]:
+    def history_tables(self) -> tuple[CapturedTable, ...]:
         """The tables that keep a history (the source's ``history`` settings)."""
         return tuple(t for t in self.tables if self.config.history.enabled(t.schema, t.name))
 
 
-def select_tables(config: SourceConfig, found: dict[tuple[str, str], SourceTable]) -> list[Table]:
+def select_tables(
+    config: SourceConfig, found: dict[tuple[str, str], SourceTable]
+) -> list[CapturedTable]:
     """The captured tables ``config`` includes, each with its current capture instance;
     :class:`ConfigError` if an include pattern names no captured table."""
     unmatched = config.tables.unmatched(list(found))
@@ -120,11 +126,11 @@ def select_tables(config: SourceConfig, found: dict[tuple[str, str], SourceTable
                 name,
             )
             continue
-        tables.append(Table(config.name, schema, name, instance))
+        tables.append(CapturedTable(config.name, schema, name, instance))
     return _with_column_rules(config, tables)
 
 
-def _with_column_rules(config: SourceConfig, tables: list[Table]) -> list[Table]:
+def _with_column_rules(config: SourceConfig, tables: list[CapturedTable]) -> list[CapturedTable]:
     """``tables`` read with the source's column rules; :class:`ConfigError` (one line, nothing
     written) for a rule that does not fit them."""
     rules = config.columns

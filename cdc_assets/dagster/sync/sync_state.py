@@ -40,7 +40,7 @@ from cdc_assets.spark.sync_state_store import read_rows, swap_rows
 
 from .chain import SnapshotInfo
 from .change_log_state import snapshot_info
-from .source import Source, Table
+from .source import CapturedTable, Source
 
 STATE_PATH = "sync_state"  # <base>/sync_state/<source>
 
@@ -49,7 +49,7 @@ def state_path(source: Source) -> list[str]:
     return [STATE_PATH, source.name]
 
 
-def table_id(table: Table) -> str:
+def table_id(table: CapturedTable) -> str:
     return "/".join(table.change_log_key.path)
 
 
@@ -133,7 +133,7 @@ class TableSync:
         )
 
 
-def from_stores(source: Source, table: Table) -> TableSync:
+def from_stores(source: Source, table: CapturedTable) -> TableSync:
     """What the table's own Delta tables say (two reads): the state of a table the sync state
     has no row for yet (a new table, storage written before the sync state existed)."""
     snapshot = snapshot_info(source, table)
@@ -156,8 +156,8 @@ class SourceSync:
     def __init__(self, source: Source, read: Mapping[str, str]) -> None:
         self.source = source
         self._read = dict(read)
-        self.tables: dict[Table, TableSync] = {}
-        self.missing: list[Table] = []
+        self.tables: dict[CapturedTable, TableSync] = {}
+        self.missing: list[CapturedTable] = []
         for table in source.tables:
             text = self._read.get(table_id(table))
             if text is None:
@@ -176,10 +176,10 @@ class SourceSync:
                 found.tables[table] = from_stores(source, table)
         return found
 
-    def __getitem__(self, table: Table) -> TableSync:
+    def __getitem__(self, table: CapturedTable) -> TableSync:
         return self.tables[table]
 
-    def write(self, spark: SparkSession | None, updates: Mapping[Table, TableSync]) -> None:
+    def write(self, spark: SparkSession | None, updates: Mapping[CapturedTable, TableSync]) -> None:
         """Write ``updates`` (rows nobody changed since this state was read; the others are
         left as the other writer made them) and keep them as this state's view."""
         swaps = {}
@@ -192,7 +192,7 @@ class SourceSync:
             self._read[table_id(table)] = new.to_json()
 
 
-def forget_snapshot(spark: SparkSession | None, source: Source, table: Table) -> None:
+def forget_snapshot(spark: SparkSession | None, source: Source, table: CapturedTable) -> None:
     """Before a new snapshot's first chunk commit replaces the table's ``snapshot`` partition:
     its row says the table has no snapshot (an unfinished one is none), so the sensor sends the
     table a snapshot run (which resumes) whatever happens to this one. Written ahead of the
@@ -250,5 +250,5 @@ def mirror_at(committed: MirrorPosition | None, row: TableSync | None) -> tuple[
     return at, False
 
 
-def tables_by_id(tables: Iterable[Table]) -> dict[str, Table]:
+def tables_by_id(tables: Iterable[CapturedTable]) -> dict[str, CapturedTable]:
     return {table_id(t): t for t in tables}

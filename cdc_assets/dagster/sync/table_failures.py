@@ -20,7 +20,7 @@ from dataclasses import replace
 from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
-from .source import Table
+from .source import CapturedTable
 from .sync_state import SourceSync, TableSync, now
 
 FAILED_TABLES_TAG = "cdc_assets/failed_tables"
@@ -59,8 +59,8 @@ def record_failures(
     run_id: str,
     spark: SparkSession,
     sync: SourceSync,
-    failures: Mapping[Table, str],
-    updates: Mapping[Table, TableSync] | None = None,
+    failures: Mapping[CapturedTable, str],
+    updates: Mapping[CapturedTable, TableSync] | None = None,
 ) -> None:
     """Write ``updates`` and the failed tables' rows (one sync-state write), then name the
     failed tables in the run's tag, so the sensor counts the failure against them alone."""

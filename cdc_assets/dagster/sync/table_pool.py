@@ -19,7 +19,7 @@ from typing import Generic, Literal, TypeVar
 
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
-from .source import Source, Table
+from .source import CapturedTable, Source
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -37,7 +37,7 @@ class LogLine:
 class Done(Generic[T]):
     """One table's work: its result, or the exception it ended with."""
 
-    table: Table
+    table: CapturedTable
     result: T | None
     error: BaseException | None
 
@@ -82,8 +82,8 @@ def collect(events: Iterator[E]) -> tuple[list[E], BaseException | None]:
 
 
 def run_tables(
-    tables: Sequence[Table],
-    work: Callable[[Table], T],
+    tables: Sequence[CapturedTable],
+    work: Callable[[CapturedTable], T],
     workers: int,
     initializer: Callable[[], None] | None = None,
 ) -> Iterator[Done[T]]:

@@ -19,12 +19,12 @@ from collections.abc import Collection, Sequence
 
 from dagster import AssetKey
 
-from .source import Table
+from .source import CapturedTable
 
 TABLES_PER_STEP = 100
 
 
-def table_groups(tables: Sequence[Table]) -> list[list[Table]]:
+def table_groups(tables: Sequence[CapturedTable]) -> list[list[CapturedTable]]:
     """``tables`` in order, in groups of at most :data:`TABLES_PER_STEP` (one when empty)."""
     size = max(1, TABLES_PER_STEP)
     groups = [list(tables[i : i + size]) for i in range(0, len(tables), size)]
@@ -37,7 +37,7 @@ def step_name(base: str, index: int, groups: int) -> str:
 
 
 def records_quiet_tables(
-    groups: Sequence[Sequence[Table]], index: int, run_selection: Collection[AssetKey]
+    groups: Sequence[Sequence[CapturedTable]], index: int, run_selection: Collection[AssetKey]
 ) -> bool:
     """Whether the change-log step of group ``index`` records the tables the run does not work
     on (:mod:`.quiet_ranges`): exactly one step does, the first group with a change log in the
