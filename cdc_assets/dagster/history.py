@@ -23,7 +23,6 @@ from typing import Any
 from dagster import (
     AssetExecutionContext,
     AssetMaterialization,
-    AssetOut,
     AssetsDefinition,
     DynamicPartitionsDefinition,
     Failure,
@@ -42,15 +41,14 @@ from cdc_assets.sqlserver.lsn_queries import commit_time_at_or_before
 
 from .sync.chain import ChainGap, RangeReader, SnapshotInfo, ranges_covering
 from .sync.change_log_state import snapshot_info
-from .sync.io_manager import CURRENT_LAYOUT, LAYOUT, Written, table_error, write_output
-from .sync.metadata import asset_tags, table_metadata
-from .sync.names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
+from .sync.io_manager import Written, write_output
+from .sync.names import SNAPSHOT_PARTITION
 from .sync.partitions import parse_partition
 from .sync.range_order import wait_for_earlier_ranges
 from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync
-from .sync.table_pool import LogLine, collect, run_tables
-from .sync.table_steps import step_name, table_groups
+from .sync.table_pool import LogLine, pooled_events
+from .sync.table_steps import after_change_logs, current_table_out, step_name, table_groups
 
 
 def history_position(source: Source, table: CapturedTable) -> history_store.HistoryPosition | None:
@@ -246,33 +244,26 @@ def _history_step(
     """The history multi-asset of ``tables``, group ``index`` of ``source``'s history tables."""
     by_key = {t.history_key: t for t in tables}
     outs = {
-        t.history_key.to_python_identifier(): AssetOut(
-            key=t.history_key,
-            is_required=False,
-            io_manager_key=IO_MANAGER,
-            group_name=group_name(source.name),
-            kinds={"spark", "delta"},
-            description=f"History (SCD type 2) of {t.qualified_name} in source '{source.name}': "
+        t: current_table_out(
+            source,
+            t,
+            t.history_key,
+            f"History (SCD type 2) of {t.qualified_name} in source '{source.name}': "
             "one version per key and transaction that changed it, valid from __start_lsn / "
             "__start_at to __end_lsn / __end_at (null while __is_current), applied range by "
             "range from the change log.",
-            metadata={LAYOUT: CURRENT_LAYOUT, **table_metadata(t.instance, t.qualified_name)},
-            owners=list(source.config.owners),
-            tags=asset_tags(source.config, t.schema),
         )
         for t in tables
     }
 
     @multi_asset(
-        name=step_name(f"{source.name}_histories", index, groups),
-        outs=outs,
-        can_subset=True,
-        partitions_def=partitions,
-        deps=[t.change_log_key for t in tables],
-        internal_asset_deps={
-            t.history_key.to_python_identifier(): {t.change_log_key} for t in tables
-        },
-        required_resource_keys={"pyspark"},
+        **after_change_logs(
+            step_name(f"{source.name}_histories", index, groups),
+            partitions,
+            tables,
+            outs,
+            lambda t: t.history_key,
+        )
     )
     def histories(context: AssetExecutionContext) -> Iterator[Output | AssetMaterialization]:
         lsn_range = parse_partition(context.partition_key)
@@ -282,25 +273,15 @@ def _history_step(
         wait_for_earlier_ranges(context.instance, source.name, context.run, context.log.info)
         spark = context.resources.pyspark.spark_session
         ranges = RangeReader(context.instance, partitions.name)
-        selected = sorted(k for k in context.selected_asset_keys if k in by_key)
-        failed: dict[str, str] = {}
-
-        def work(table: CapturedTable) -> tuple[list[Output | AssetMaterialization | LogLine], Any]:
-            return collect(table_events(spark, table, lsn_range, ranges))
-
-        workers = source.config.sync.tables_in_parallel
-        chosen = [by_key[k] for k in selected]
-        for done in run_tables(chosen, work, workers, lambda: use_in_this_thread(spark)):
-            events, error = done.result or ([], done.error)
-            for event in events:
-                if isinstance(event, LogLine):
-                    getattr(context.log, event.level)(event.text)
-                else:
-                    yield event
-            if error is not None:  # this table's history stays where it was; the others go on
-                message = table_error(done.table.qualified_name, error)
-                context.log.error(message)
-                failed[done.table.qualified_name] = message
+        chosen = [by_key[k] for k in sorted(k for k in context.selected_asset_keys if k in by_key)]
+        # a failed table's history stays where it was; the others go on
+        failed = yield from pooled_events(
+            context.log,
+            chosen,
+            lambda t: table_events(spark, t, lsn_range, ranges),
+            source.config.sync.tables_in_parallel,
+            lambda: use_in_this_thread(spark),
+        )
         if failed:
             raise Failure(
                 description=f"{len(failed)} of {len(chosen)} histories left where they were "

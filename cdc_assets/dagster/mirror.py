@@ -20,7 +20,6 @@ from dagster import (
     AssetCheckEvaluation,
     AssetExecutionContext,
     AssetMaterialization,
-    AssetOut,
     AssetsDefinition,
     DynamicPartitionsDefinition,
     Failure,
@@ -45,23 +44,21 @@ from .sync.chain import (
 )
 from .sync.chain_end_check import as_evaluation, at_chain_end_result
 from .sync.change_log_state import snapshot_info, snapshot_progress
-from .sync.io_manager import CURRENT_LAYOUT, LAYOUT, AssetWrite, Written, table_error, write_output
+from .sync.io_manager import AssetWrite, Written, write_output
 from .sync.metadata import (
     COLUMN_LINEAGE,
-    asset_tags,
     column_lineage,
     mirror_freshness,
-    table_metadata,
     text,
 )
-from .sync.names import IO_MANAGER, SNAPSHOT_PARTITION, group_name
+from .sync.names import SNAPSHOT_PARTITION
 from .sync.partitions import parse_partition
 from .sync.range_order import wait_for_earlier_ranges
 from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync, TableSync, describes, mirror_at, now, with_mirror
 from .sync.table_failures import cleared, record_failures
-from .sync.table_pool import LogLine, collect, run_tables
-from .sync.table_steps import step_name, table_groups
+from .sync.table_pool import LogLine, pooled_events
+from .sync.table_steps import after_change_logs, current_table_out, step_name, table_groups
 
 
 def mirror_position(
@@ -281,13 +278,11 @@ def _mirror_step(
     """The mirror multi-asset of ``tables``, group ``index`` of ``source``'s tables."""
     by_key = {t.mirror_key: t for t in tables}
     outs = {
-        t.mirror_key.to_python_identifier(): AssetOut(
-            key=t.mirror_key,
-            is_required=False,
-            io_manager_key=IO_MANAGER,
-            group_name=group_name(source.name),
-            kinds={"spark", "delta"},
-            description=f"Current state of {t.qualified_name} in source '{source.name}' "
+        t: current_table_out(
+            source,
+            t,
+            t.mirror_key,
+            f"Current state of {t.qualified_name} in source '{source.name}' "
             + (
                 f"(keyed by {', '.join(t.instance.key_columns)})"
                 if t.instance.key_columns
@@ -295,24 +290,19 @@ def _mirror_step(
             )
             + ", merged incrementally from the change log; materializing range `<lo>-<hi>` "
             "brings it to hi.",
-            metadata={LAYOUT: CURRENT_LAYOUT, **table_metadata(t.instance, t.qualified_name)},
-            owners=list(source.config.owners),
-            tags=asset_tags(source.config, t.schema),
             freshness_policy=mirror_freshness(source.config),
         )
         for t in tables
     }
 
     @multi_asset(
-        name=step_name(f"{source.name}_mirrors", index, groups),
-        outs=outs,
-        can_subset=True,
-        partitions_def=partitions,
-        deps=[t.change_log_key for t in tables],
-        internal_asset_deps={
-            t.mirror_key.to_python_identifier(): {t.change_log_key} for t in tables
-        },
-        required_resource_keys={"pyspark"},
+        **after_change_logs(
+            step_name(f"{source.name}_mirrors", index, groups),
+            partitions,
+            tables,
+            outs,
+            lambda t: t.mirror_key,
+        )
     )
     def mirrors(
         context: AssetExecutionContext,
@@ -326,33 +316,21 @@ def _mirror_step(
         # the range keys back to where a mirror is (usually one page), read once per run
         ranges = RangeReader(context.instance, partitions.name)
 
-        failed: dict[str, str] = {}
-        failed_tables: dict[CapturedTable, str] = {}
         sync = SourceSync.load(source)
         updates: dict[CapturedTable, TableSync] = {}
         tables = [by_key[k] for k in sorted(k for k in context.selected_asset_keys if k in by_key)]
-
-        def work(table: CapturedTable) -> tuple[list[Output | AssetMaterialization | LogLine], Any]:
-            return collect(table_events(context, spark, table, lsn_range, ranges, sync, updates))
-
-        workers = source.config.sync.tables_in_parallel
-        for done in run_tables(tables, work, workers, lambda: use_in_this_thread(spark)):
-            events, error = done.result or ([], done.error)
-            for event in events:
-                if isinstance(event, LogLine):
-                    getattr(context.log, event.level)(event.text)
-                else:
-                    yield event
-            if error is not None:
-                # One table never holds back the others: its mirror stays where it was (its
-                # data and LSN are one commit), the others apply the range.
-                message = table_error(done.table.qualified_name, error)
-                context.log.error(message)
-                failed[done.table.qualified_name] = message
-                failed_tables[done.table] = message
+        # One table never holds back the others: a failed table's mirror stays where it was (its
+        # data and LSN are one commit), the others apply the range.
+        failed = yield from pooled_events(
+            context.log,
+            tables,
+            lambda t: table_events(context, spark, t, lsn_range, ranges, sync, updates),
+            source.config.sync.tables_in_parallel,
+            lambda: use_in_this_thread(spark),
+        )
         # where the mirrors are now, for the sensor (after their commits: never ahead of them),
         # and the tables that failed, each retried on its own schedule (:mod:`.sync.table_failures`)
-        record_failures(context.instance, context.run.run_id, spark, sync, failed_tables, updates)
+        record_failures(context.instance, context.run.run_id, spark, sync, failed, updates)
         # at_chain_end of every mirror of the run, also when one failed (see .chain_end_check);
         # yielded, not logged: events logged with context.log_event reach Dagster only with the
         # step's next yield, and the Failure below would drop them. The chain's end is the one

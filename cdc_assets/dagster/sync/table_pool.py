@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from cdc_assets.sqlserver.dbapi import DbapiConnection
 
+from .io_manager import table_error
 from .source import CapturedTable, Source
 
 T = TypeVar("T")
@@ -110,3 +111,28 @@ def run_tables(
             yield Done(table, None if error is not None else future.result(), error)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def pooled_events(
+    log: Any,
+    tables: Sequence[CapturedTable],
+    events: Callable[[CapturedTable], Iterator[E | LogLine]],
+    workers: int,
+    initializer: Callable[[], None] | None = None,
+) -> Generator[E, None, dict[CapturedTable, str]]:
+    """Each table's ``events`` in the pool (:func:`run_tables`): its log lines written to
+    ``log`` (the step's), its other events yielded in table order; returns the tables that
+    failed, each with its error in one line (logged), while the others went on."""
+    failed: dict[CapturedTable, str] = {}
+    for done in run_tables(tables, lambda t: collect(events(t)), workers, initializer):
+        found, error = done.result or ([], done.error)
+        for event in found:
+            if isinstance(event, LogLine):
+                getattr(log, event.level)(event.text)
+            else:
+                yield event
+        if error is not None:
+            message = table_error(done.table.qualified_name, error)
+            log.error(message)
+            failed[done.table] = message
+    return failed

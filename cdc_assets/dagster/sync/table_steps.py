@@ -15,11 +15,15 @@ depend on the group.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
-from dagster import AssetKey
+from dagster import AssetKey, AssetOut, PartitionsDefinition
 
-from .source import CapturedTable
+from .io_manager import CURRENT_LAYOUT, LAYOUT
+from .metadata import asset_tags, table_metadata
+from .names import IO_MANAGER, group_name
+from .source import CapturedTable, Source
 
 TABLES_PER_STEP = 100
 
@@ -46,3 +50,46 @@ def records_quiet_tables(
         if any(t.change_log_key in run_selection for t in group):
             return i == index
     return False
+
+
+def current_table_out(
+    source: Source, table: CapturedTable, key: AssetKey, description: str, **extra: Any
+) -> AssetOut:
+    """The output of ``table``'s asset ``key`` that is one Delta table moved forward by every
+    range (a mirror, a history: the ``current`` layout), in the source's group; ``extra``: more
+    of :class:`AssetOut`'s arguments."""
+    return AssetOut(
+        key=key,
+        is_required=False,
+        io_manager_key=IO_MANAGER,
+        group_name=group_name(source.name),
+        kinds={"spark", "delta"},
+        description=description,
+        metadata={LAYOUT: CURRENT_LAYOUT, **table_metadata(table.instance, table.qualified_name)},
+        owners=list(source.config.owners),
+        tags=asset_tags(source.config, table.schema),
+        **extra,
+    )
+
+
+def after_change_logs(
+    name: str,
+    partitions: PartitionsDefinition,
+    tables: Sequence[CapturedTable],
+    outs: Mapping[CapturedTable, AssetOut],
+    key_of: Callable[[CapturedTable], AssetKey],
+) -> dict[str, Any]:
+    """The ``multi_asset`` arguments of a step whose outputs (``outs``, one per table, the
+    asset ``key_of`` it) each follow their table's change log on the same partitions (the
+    mirrors, the histories)."""
+    return {
+        "name": name,
+        "outs": {key_of(t).to_python_identifier(): out for t, out in outs.items()},
+        "can_subset": True,
+        "partitions_def": partitions,
+        "deps": [t.change_log_key for t in tables],
+        "internal_asset_deps": {
+            key_of(t).to_python_identifier(): {t.change_log_key} for t in tables
+        },
+        "required_resource_keys": {"pyspark"},
+    }
