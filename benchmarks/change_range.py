@@ -7,8 +7,10 @@ them all. Times, on one warm local[2] Spark session:
 
 (a) the project: that range partition of the change-log multi-asset materialized for every table
     through the real Dagster definitions (the sync job with all change logs selected, on an
-    ``instance_for_test`` instance): per table a Spark read of the range on an executor, the
-    Parquet write, finalize (row and operation counts, validity re-check) and the asset checks;
+    ``instance_for_test`` instance): per table the change-log store's range write
+    (``spark/change_log_store.RangeWrite``: the read of the range, in the driver when small,
+    else on an executor, the properties asked of the source after it, one Delta commit) and
+    the asset checks;
 (b) the raw limit: ``read_changes`` per table in this one process, each written with
     ``pyarrow.parquet.ParquetWriter``;
 (c) a naive pipeline: per table ``fetchall`` of the change table's rows in the range,
