@@ -81,38 +81,21 @@ def _counting_load(counts: str) -> None:
 
 
 def child(spec_path: str) -> int:
-    from dagster import instance_for_test
-
-    from cdc_assets.dagster.definitions_builder import build_definitions
-    from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG
-    from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION, partitions_name, sync_job_name
-    from cdc_assets.dagster.sync.source import load_source
+    from snapshot_run import run_snapshot
 
     spec = json.loads(Path(spec_path).read_text())
     _counting_load(spec["counts"])
     workdir = Path(spec["workdir"])
     config = _common.project_config(workdir, Path(spec["db"]), chunk_rows=spec["chunk_rows"])
-    source = load_source(config.sources[0], config.storage.base_path)
-    defs = build_definitions(config, [source])
-    table = source.tables[0]
-    job = defs.resolve_job_def(sync_job_name(source.name))
     _common.spark_session()
     (workdir / "dagster").mkdir(exist_ok=True)
-    with instance_for_test(temp_dir=str(workdir / "dagster")) as instance:
-        instance.add_dynamic_partitions(partitions_name(source.name), [SNAPSHOT_PARTITION])
-        Path(spec["ready"]).touch()
-        started = time.perf_counter()
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=SNAPSHOT_PARTITION,
-            asset_selection=[table.change_log_key],
-            run_config=QUIET_RUN_CONFIG,
-            raise_on_error=False,
-        )
-        Path(spec["done"]).write_text(
-            json.dumps({"success": result.success, "seconds": time.perf_counter() - started})
-        )
-    return 0 if result.success else 1
+    run = run_snapshot(
+        config,
+        instance_dir=str(workdir / "dagster"),
+        before_run=lambda: Path(spec["ready"]).touch(),
+    )
+    Path(spec["done"]).write_text(json.dumps({"success": run.success, "seconds": run.seconds}))
+    return 0 if run.success else 1
 
 
 # -- (1) killed at ~70 % and resumed -----------------------------------------------------------

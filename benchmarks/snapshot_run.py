@@ -4,6 +4,7 @@ snapshot benchmarks measure (``masked_snapshot``, ``snapshot_end_to_end``, ``sna
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,15 +33,23 @@ class SnapshotRun:
         return self.source.store.properties(path, SNAPSHOT_PARTITION) or {}
 
 
-def run_snapshot(config: ProjectConfig, *, instance_dir: str | None = None) -> SnapshotRun:
+def run_snapshot(
+    config: ProjectConfig,
+    *,
+    instance_dir: str | None = None,
+    before_run: Callable[[], None] | None = None,
+) -> SnapshotRun:
     """Materialize the ``snapshot`` partition of the first table's change log of ``config``'s
-    source in a fresh instance (``instance_dir``: where it keeps its files)."""
+    source in a fresh instance (``instance_dir``: where it keeps its files); ``before_run`` is
+    called once everything is set up, right before the timed run starts."""
     source = load_source(config.sources[0], config.storage.base_path)
     defs = build_definitions(config, [source])
     table = source.tables[0]
     job = defs.resolve_job_def(sync_job_name(source.name))
     with instance_for_test(temp_dir=instance_dir) as instance:
         instance.add_dynamic_partitions(partitions_name(source.name), [SNAPSHOT_PARTITION])
+        if before_run is not None:
+            before_run()
         started = time.perf_counter()
         result = job.execute_in_process(
             instance=instance,
