@@ -177,3 +177,80 @@ def is_writable(state: delta_log.TableLog) -> bool:
 def checkpoint_interval(state: delta_log.TableLog) -> int:
     configuration = state.metadata.get("configuration") or {}
     return int(configuration.get("delta.checkpointInterval", CHECKPOINT_INTERVAL))
+
+
+# The table features a legacy protocol version implies (Delta's protocol: writer versions 2-6,
+# reader version 2); a table-features protocol lists them explicitly.
+_LEGACY_WRITER_FEATURES = (
+    (2, ("appendOnly", "invariants")),
+    (3, ("checkConstraints",)),
+    (4, ("changeDataFeed", "generatedColumns")),
+    (5, ("columnMapping",)),
+    (6, ("identityColumns",)),
+)
+
+
+def deletion_vectors_turned_on(table: Path) -> bool:
+    """Turn deletion vectors on for the local table (a mirror delta-rs created small), as Spark's
+    ``ALTER TABLE ... SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')`` does: one
+    commit of the table's metadata with the property and its protocol with the
+    ``deletionVectors`` feature (reader 3, writer 7, the features its legacy versions implied
+    listed), with no Spark job. True when they are on (already, or now); False, nothing
+    committed, where Spark must do it: a log this module does not read, a feature it does not
+    write, or a commit lost to another writer."""
+    state = delta_log.read(table)
+    if state is None:
+        return False
+    configuration = dict(state.metadata.get("configuration") or {})
+    if configuration.get("delta.enableDeletionVectors") == "true":
+        return True
+    protocol = state.protocol
+    reader, writer = (
+        int(protocol.get("minReaderVersion", 1)),
+        int(protocol.get("minWriterVersion", 1)),
+    )
+    if reader not in (1, 3) or writer < 2:
+        return False
+    readers = list(protocol.get("readerFeatures") or [])
+    writers = list(protocol.get("writerFeatures") or [])
+    if writer < 7:
+        writers = [
+            f for version, names in _LEGACY_WRITER_FEATURES if version <= writer for f in names
+        ]
+    readers += [] if "deletionVectors" in readers else ["deletionVectors"]
+    writers += [] if "deletionVectors" in writers else ["deletionVectors"]
+    configuration["delta.enableDeletionVectors"] = "true"
+    upgraded = delta_log.TableLog(
+        state.version,
+        {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": readers,
+            "writerFeatures": writers,
+        },
+        {**state.metadata, "configuration": configuration},
+    )
+    if not is_writable(upgraded):
+        return False
+    info = {
+        "commitInfo": {
+            "timestamp": int(time.time() * 1000),
+            "operation": "SET TBLPROPERTIES",
+            "operationParameters": {
+                "properties": json.dumps({"delta.enableDeletionVectors": "true"})
+            },
+            "readVersion": state.version,
+            "isolationLevel": "Serializable",
+            "isBlindAppend": True,
+            "operationMetrics": {},
+            "engineInfo": "cdc_assets (deletion vectors in the driver)",
+            "txnId": str(uuid.uuid4()),
+        }
+    }
+    actions = [info, {"metaData": upgraded.metadata}, {"protocol": upgraded.protocol}]
+    version = state.version + 1
+    if not delta_log.commit(table, version, actions):
+        return False
+    if version % checkpoint_interval(upgraded) == 0:
+        write_checkpoint(table, version)
+    return True

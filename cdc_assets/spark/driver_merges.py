@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from . import merge_with_deletion_vectors
 from .asset_store import AssetStore
 from .commit_metadata import Published, to_json
+from .deletion_vector_commits import deletion_vectors_turned_on
 from .delta_location import is_local, local_path
 from .driver_writes import DRIVER_WRITE_ROWS, RowsInDriver
 from .mirror_merge import (
@@ -131,12 +132,16 @@ def driver_merge_multiset(
     """:func:`.spark_merges.spark_merge_multiset` in the driver, for a small range: the same commit,
     with deletion vectors written there
     (:func:`.merge_with_deletion_vectors.deletion_vector_merge_multiset`). A mirror created small,
-    by delta-rs, gets deletion vectors first (one ``ALTER TABLE``, as before its first Spark MERGE).
-    None, nothing committed, where Spark must merge."""
+    by delta-rs, gets deletion vectors first: the commit Spark's ``ALTER TABLE`` would make, made
+    here (:func:`.deletion_vector_commits.deletion_vectors_turned_on`), else by Spark. None,
+    nothing committed, where Spark must merge."""
     uri = store.location(key_path)
     if not is_local(uri) or not (local_path(uri) / "_delta_log").is_dir():
-        return None  # (a file-system check: the two calls below read the log)
-    turn_on_mirror_properties(spark, store, key_path)
+        return None  # (a file-system check: the calls below read the log)
+    deletion_vectors_turned_on(local_path(uri))
+    turn_on_mirror_properties(
+        spark, store, key_path
+    )  # what the driver could not (no Spark job else)
     return merge_with_deletion_vectors.deletion_vector_merge_multiset(
         store, key_path, changes, snapshot_lsn=snapshot_lsn, properties=properties
     )

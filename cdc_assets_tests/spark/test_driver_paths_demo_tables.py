@@ -363,10 +363,10 @@ def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
     name: str,
 ) -> None:
     """Two ranges merged through :func:`.mirror_store.apply` into a keyless mirror created by
-    delta-rs (it gets deletion vectors at its first merge, then takes ranges in the driver as a
-    large mirror does), and by Spark's MERGE into a twin: the same rows, change feed and
-    readings outside Spark, the second range without a Spark job; then a third range by
-    Spark's MERGE into both."""
+    delta-rs (it gets deletion vectors at its first merge, committed in the driver, then takes
+    ranges in the driver as a large mirror does), and by Spark's MERGE into a twin: the same
+    rows, change feed and readings outside Spark, both ranges without a Spark job; then a third
+    range by Spark's MERGE into both."""
     table = demo[name]
     store = AssetStore(tmp_path)
     base = sqlserver_source.drop_snapshot_columns_in_driver(table.snapshot_rows())
@@ -402,8 +402,9 @@ def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
             properties=properties,
             mirror_rows=rows,
         )
-        # the first merge turns deletion vectors on (Spark's ALTER); the second runs no job
-        published = apply() if index == 0 else _in_driver(spark, apply)
+        # the first merge turns deletion vectors on (the commit of Spark's ALTER TABLE, made in
+        # the driver): neither runs a Spark job
+        published = _in_driver(spark, apply)
         assert _engine(store, created).startswith("cdc_assets"), index
         assert published.user_metadata == by_spark.user_metadata
         for metric in ("numTargetRowsInserted", "numTargetRowsDeleted"):
