@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cdc_assets.column_rules import ColumnRules
 from cdc_assets.config_errors import describe
-from cdc_assets.emulator.connection_factory import EmulatorSettings
+from cdc_assets.emulator_source import EmulatorSettings
 from cdc_assets.history_config import HistoryConfig
 from cdc_assets.spark_connect_address import spark_connect_address
 from cdc_assets.sqlserver.connection import DsnSettings, OdbcSettings

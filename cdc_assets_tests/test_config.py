@@ -18,7 +18,7 @@ from cdc_assets.config import (
     parse_config,
     parse_source_component,
 )
-from cdc_assets.emulator.connection_factory import EmulatorSettings
+from cdc_assets.emulator_source import EmulatorSettings
 from cdc_assets.spark_connect_address import spark_connect_address
 from cdc_assets.sqlserver import OdbcSettings
 

@@ -29,7 +29,9 @@ no import circle):
   (``sp_help`` ...), ``catalog_procedures``;
 - ``session_functions`` (the SQLite functions bound to a session), ``session_transactions``
   (transactions, LSNs), ``session`` (execution), ``dbapi`` (the pyodbc-like API a wire server or a
-  test uses), ``connection_factory`` (the settings of a source configured with ``emulator:``).
+  test uses). The settings of a source configured with ``emulator:`` are
+  :mod:`cdc_assets.emulator_source`, outside this package (it imports this package only when a
+  connection opens).
 
 The demo tables and the workload that drives them are in :mod:`cdc_assets.workload` (plain
 T-SQL over any connection); nothing here imports them, nor the SQL Server layer.

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from cdc_assets import emulator
-from cdc_assets.emulator.connection_factory import EmulatorSettings
+from cdc_assets.emulator_source import EmulatorSettings
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import (
     delta_log,

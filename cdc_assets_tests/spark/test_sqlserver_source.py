@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdc_assets import emulator
-from cdc_assets.emulator.connection_factory import EmulatorSettings
+from cdc_assets.emulator_source import EmulatorSettings
 from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.spark import sqlserver_source as source
 from cdc_assets.spark.sqlserver_source import (

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
+from cdc_assets.emulator_source import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.quoting import quote_table
 

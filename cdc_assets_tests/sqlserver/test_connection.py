@@ -12,7 +12,7 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from cdc_assets import emulator
-from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
+from cdc_assets.emulator_source import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.sqlserver.arrow_types import arrow_mapping
 from cdc_assets.sqlserver.connection import (
     DsnSettings,

@@ -7,17 +7,22 @@ picklable (Spark executors open their own connections) and opens an existing dat
 ``connect`` would create an empty one, never wanted as a side effect of reading a source. Its
 errors are the emulator's pyodbc-shaped DB-API errors, which the SQL Server layer translates as
 it translates pyodbc's.
+
+Outside the emulator package, which is imported only when a connection opens: loading a code
+location (every run's worker does) for a source on a real SQL Server imports none of it (the
+emulator and its T-SQL translator, sqlglot, cost ~0.4 s of each run's start).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .dbapi import Connection, connect
-from .errors import database_file_missing
+if TYPE_CHECKING:
+    from cdc_assets.emulator.dbapi import Connection
 
 __all__ = ["EmulatorConnectionFactory", "EmulatorSettings"]
 
@@ -39,6 +44,9 @@ class EmulatorConnectionFactory:
     settings: EmulatorSettings
 
     def connect(self, *, autocommit: bool = True) -> Connection:
+        from cdc_assets.emulator.dbapi import connect
+        from cdc_assets.emulator.errors import database_file_missing
+
         path = Path(self.settings.path)
         if not path.is_file():
             raise database_file_missing(str(path))
