@@ -41,7 +41,7 @@ from cdc_assets.dagster.definitions_builder import build_definitions
 from cdc_assets.dagster.demo.in_process import QUIET_RUN_CONFIG, step_seconds
 from cdc_assets.dagster.sync.names import partitions_name, sync_job_name
 from cdc_assets.dagster.sync.source import Source, load_source
-from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
+from cdc_assets.emulator_source import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver import discover, get_max_lsn, read_changes
 from cdc_assets.sqlserver.catalog import CaptureInstance

@@ -36,7 +36,7 @@ from _common import machine_line
 from snapshot_run import run_snapshot
 
 from cdc_assets import emulator
-from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
+from cdc_assets.emulator_source import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.sqlserver.snapshot import snapshot_table
 
 TABLE = "bench"

@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from cdc_assets import emulator
-from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
+from cdc_assets.emulator_source import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.catalog import CaptureInstance, discover

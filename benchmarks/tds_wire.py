@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from source_read import TABLE, build
 
-from cdc_assets.emulator.connection_factory import EmulatorConnectionFactory, EmulatorSettings
+from cdc_assets.emulator_source import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver.catalog import discover
 from cdc_assets.sqlserver.changes import read_changes

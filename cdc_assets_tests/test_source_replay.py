@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdc_assets import emulator
-from cdc_assets.emulator.connection_factory import EmulatorSettings
+from cdc_assets.emulator_source import EmulatorSettings
 from cdc_assets.lsn import Lsn
 from cdc_assets.sqlserver import (
     SnapshotRead,
