@@ -68,6 +68,7 @@ bench: setup
 	$(PY) benchmarks/burst_memory.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/snapshot_beside_ranges.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/freshness.py $(if $(QUICK),--quick)
+	$(PY) benchmarks/freshness.py --variants demo --tps 20 $(if $(QUICK),--quick)
 
 clean:
 	rm -rf $(VENV) .demo

@@ -55,14 +55,15 @@ def driver_merge_keyed(
 ) -> Published | None:
     """:func:`.spark_merges.spark_merge_keyed` in the driver, for a range of ``change_rows`` rows:
     the same MERGE, committed with the same userMetadata and with Change Data Feed, in tens of
-    milliseconds where Spark's MERGE costs seconds of jobs. A mirror with deletion vectors (turned
-    on by a Spark MERGE once it grew) gets them from :mod:`.merge_with_deletion_vectors` (ranges up
-    to its ``DRIVER_MERGE_ROWS``); a small one (``mirror_rows``, known, and ``change_rows`` at most
-    :data:`.asset_store.DRIVER_WRITE_ROWS`) without them is merged by delta-rs, which writes none
-    and rewrites the few files a change touches. None, and nothing committed, where Spark must
-    merge: a mirror on another file system, a large one without deletion vectors, or a commit that
-    lost to a concurrent one. ``changes`` has the columns as the source has them; columns stored
-    otherwise (:mod:`.stored_columns`) are merged in the form Spark's MERGE stores."""
+    milliseconds where Spark's MERGE costs seconds of jobs. A small mirror (``mirror_rows``, known,
+    and ``change_rows`` at most :data:`.asset_store.DRIVER_WRITE_ROWS`) without deletion vectors
+    is merged by delta-rs, which writes none and rewrites the few files a change touches; a
+    larger one gets deletion vectors (turned on here, as Spark's ``ALTER TABLE`` would, once it
+    grew) and its ranges up to ``DRIVER_MERGE_ROWS`` rows from
+    :mod:`.merge_with_deletion_vectors`. None, and nothing committed, where Spark must merge: a
+    mirror on another file system, a larger range, a log the driver does not write, or a commit
+    that lost to a concurrent one. ``changes`` has the columns as the source has them; columns
+    stored otherwise (:mod:`.stored_columns`) are merged in the form Spark's MERGE stores."""
     from deltalake import CommitProperties
     from deltalake.exceptions import DeltaError
 
@@ -70,8 +71,13 @@ def driver_merge_keyed(
     table = store.delta_table(key_path) if is_local(uri) else None
     if table is None:
         return None
-    configuration = table.metadata().configuration
-    if configuration.get("delta.enableDeletionVectors") == "true":
+    vectors = table.metadata().configuration.get("delta.enableDeletionVectors") == "true"
+    small = mirror_rows is not None and max(mirror_rows, change_rows) <= DRIVER_WRITE_ROWS
+    if not vectors and not small and change_rows <= DRIVER_MERGE_ROWS:
+        # grown past what delta-rs merges: deletion vectors from now on, turned on here (Spark's
+        # ALTER TABLE and first MERGE cost 20-30 s of a range run under make demo)
+        vectors = deletion_vectors_turned_on(local_path(uri))
+    if vectors:
         if change_rows > DRIVER_MERGE_ROWS:
             return None
         return merge_with_deletion_vectors.deletion_vector_merge_keyed(

@@ -34,7 +34,7 @@ from cdc_assets.spark import (
 )
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.delta_location import local_path
-from cdc_assets.spark.driver_writes import RowsInDriver
+from cdc_assets.spark.driver_writes import DRIVER_WRITE_ROWS, RowsInDriver
 from cdc_assets.spark.stored_columns import STORED_NAME, STORED_TYPE
 from cdc_assets.sqlserver import discover, get_max_lsn
 from cdc_assets.workload import DEMO_TABLES, TableDef, create_demo_database
@@ -349,6 +349,61 @@ def test_mirrors_merged_in_the_driver_equal_spark_s(
     for key in MIRRORS.values():
         assert _spark_rows(store.read(spark, key, None)) == expected, key
         assert _outside_spark(store, key, table.columns) == outside, key
+
+
+def test_a_mirror_grown_past_delta_rs_merges_gets_deletion_vectors_in_the_driver(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo: dict[str, DemoTable]
+) -> None:
+    """A keyed mirror delta-rs created small, once it holds more rows than delta-rs merges
+    (``DRIVER_WRITE_ROWS``), gets deletion vectors in the driver (Spark's ALTER TABLE and MERGE
+    cost 20-30 s of a range run under make demo) and its ranges merged with them: no Spark job,
+    the rows Spark's MERGE gives a twin, read alike outside Spark; the table with a space in its
+    name and a ``time`` column."""
+    (name,) = [n for n in KEYED if " " in n]
+    table = demo[name]
+    store = AssetStore(tmp_path)
+    keys = table.table.primary_key
+    base = sqlserver_source.drop_snapshot_columns_in_driver(table.snapshot_rows())
+    start = {"lsn": Lsn.from_int(9).hex}
+    grown = ["mirror", "grown"]
+    _in_driver(spark, lambda: mirror_store.rebuild_in_driver(spark, store, grown, base, start))
+    frame = _frame(spark, base)
+    rows = base.read().num_rows
+    _by_spark(monkeypatch, partial(mirror_store.rebuild, spark, store, TWIN, frame, start, rows))
+    for index in range(2):
+        changes = table.changes(index)
+        properties = {"lsn": Lsn.from_int(10 + index).hex}
+        spark_merges.spark_merge_keyed(
+            spark,
+            store,
+            TWIN,
+            _frame(spark, changes),
+            key_columns=keys,
+            snapshot_lsn=table.replay_from,
+            properties=properties,
+        )
+        published = _in_driver(
+            spark,
+            lambda c=changes, p=properties: driver_merges.driver_merge_keyed(
+                store,
+                grown,
+                c,
+                key_columns=keys,
+                snapshot_lsn=table.replay_from,
+                properties=p,
+                mirror_rows=DRIVER_WRITE_ROWS + 1,  # as the sync state says once it grew
+                change_rows=c.read().num_rows,
+            ),
+        )
+        assert published is not None, index
+        assert _engine(store, grown).startswith("cdc_assets"), index
+        configuration = store.delta_table(grown).metadata().configuration
+        assert configuration["delta.enableDeletionVectors"] == "true"
+        assert _spark_rows(store.read(spark, grown, None)) == _spark_rows(
+            store.read(spark, TWIN, None)
+        ), index
+        outside = _outside_spark(store, TWIN, table.columns)
+        assert _outside_spark(store, grown, table.columns) == outside, index
 
 
 KEYLESS = [t.name for t in DEMO_TABLES if not t.has_key]
