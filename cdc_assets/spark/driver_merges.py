@@ -145,9 +145,9 @@ def driver_merge_multiset(
     if not is_local(uri) or not (local_path(uri) / "_delta_log").is_dir():
         return None  # (a file-system check: the calls below read the log)
     deletion_vectors_turned_on(local_path(uri))
-    turn_on_mirror_properties(
-        spark, store, key_path
-    )  # what the driver could not (no Spark job else)
+    # what the driver could not turn on (Change Data Feed, a log it does not write): by Spark;
+    # nothing left to turn on, no Spark job
+    turn_on_mirror_properties(spark, store, key_path)
     return merge_with_deletion_vectors.deletion_vector_merge_multiset(
         store, key_path, changes, snapshot_lsn=snapshot_lsn, properties=properties
     )
