@@ -24,6 +24,7 @@ import yaml
 from cdc_assets import emulator
 from cdc_assets.config import load_config
 from cdc_assets.dagster.sync.source import Source, load_source
+from cdc_assets.dagster.warm_launcher import DAGSTER_YAML as WARM_LAUNCHER
 from cdc_assets.process_group import ProcessGroup
 from cdc_assets.spark import connect_server
 from cdc_assets.spark.mirror_versions import position_of
@@ -62,6 +63,7 @@ class Variant:
     java_options: str  # "{cds}" stands for the class-data-sharing archive
     in_process: bool = False  # no dagster dev: ticks and runs in this process, one Spark session
     spark_connect: bool = False  # the runs attach to a Spark Connect server, as under make demo
+    warm_launcher: bool = False  # runs start in a spare run worker (make demo's run launcher)
 
     def describe(self) -> str:
         if self.in_process:
@@ -82,7 +84,8 @@ class Variant:
             if self.spark_connect
             else f"a Spark driver per run, driver JVM options: {java}"
         )
-        return f"sensor_interval_seconds {self.sensor_interval}, {queue}, {spark}"
+        launcher = ", runs launched into warm run workers" if self.warm_launcher else ""
+        return f"sensor_interval_seconds {self.sensor_interval}, {queue}, {spark}{launcher}"
 
 
 VARIANTS = {
@@ -90,8 +93,8 @@ VARIANTS = {
     "tuned": Variant("tuned", 1, 1, f"{FAST_JIT} -XX:SharedArchiveFile={{cds}}"),
     "in-process": Variant("in-process", 1, None, "", in_process=True),
     # what make demo runs: cdc_assets.yaml's sensor interval and spark.remote, scripts/demo.sh's
-    # run queue
-    "demo": Variant("demo", 2, 1, "", spark_connect=True),
+    # run queue and run launcher
+    "demo": Variant("demo", 2, 1, "", spark_connect=True, warm_launcher=True),
 }
 
 
@@ -300,6 +303,8 @@ def write_setup(
             "\nrun_coordinator:\n  module: dagster\n  class: QueuedRunCoordinator\n  config:\n"
             f"    dequeue_interval_seconds: {variant.dequeue_interval}"
         )
+    if variant.warm_launcher:
+        extra += "\n" + WARM_LAUNCHER.rstrip("\n")
     text = DAGSTER_YAML.format(extra=extra)
     (home / "dagster.yaml").write_text(text)
     return db, config_path, home

@@ -182,6 +182,9 @@ run_coordinator:               # launch queued runs within a second, not Dagster
   class: QueuedRunCoordinator
   config:
     dequeue_interval_seconds: 1
+run_launcher:                  # each run starts in a worker process started before it, with
+  module: cdc_assets.dagster.warm_launcher  # Dagster and the project loaded (5-7 s less a run)
+  class: WarmRunLauncher
 concurrency:
   runs:
     max_concurrent_runs: 4     # the sync sensor runs one range at a time per source

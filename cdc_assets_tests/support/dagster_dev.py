@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import yaml
 from dagster import DagsterInstance, RunsFilter
 
+from cdc_assets.dagster.warm_launcher import DAGSTER_YAML as WARM_LAUNCHER
 from cdc_assets.process_group import ProcessGroup
 from cdc_assets_tests.support.jvm import FAST_JVM
 from cdc_assets_tests.support.net import free_port
@@ -183,8 +184,9 @@ def write_project(
     source_settings: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """A cdc_assets config for ``source_db`` and a DAGSTER_HOME like the demo's (freshness on,
-    telemetry off, queued runs launched within a second). Runs attach to the Spark Connect server
-    ``spark_remote`` names (as the demo's do), else each starts a driver of its own.
+    telemetry off, queued runs launched within a second, into warm run workers). Runs attach to
+    the Spark Connect server ``spark_remote`` names (as the demo's do), else each starts a driver
+    of its own.
     ``maintenance``: the source's maintenance policy (default: the config's);
     ``source_settings``: more settings of the source (``history``, ``columns``)."""
     # as the demo's config: a faster-starting driver JVM when a run starts one
@@ -221,7 +223,7 @@ def write_project(
     (home / "dagster.yaml").write_text(
         "telemetry:\n  enabled: false\nfreshness:\n  enabled: true\n"
         "run_coordinator:\n  module: dagster\n  class: QueuedRunCoordinator\n"
-        "  config:\n    dequeue_interval_seconds: 1\n"
+        "  config:\n    dequeue_interval_seconds: 1\n" + WARM_LAUNCHER
     )
     return config, home
 
