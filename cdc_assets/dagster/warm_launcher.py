@@ -21,6 +21,8 @@ run worker is Dagster's (``core_execute_run`` between the same engine events).
   and interrupts its worker (SIGINT to the pid in the run's tag ``cdc_assets/run_worker_pid``), as
   Dagster's run worker is interrupted.
 - A spare exits when its input closes: when the daemon that started it is gone.
+- A run whose worker exits before the run ended (killed, out of memory) is marked failed, with
+  the worker's exit code in an engine event (the sync sensor then retries its range).
 - The run workers run on the daemon's machine, with its environment and working directory
   (those of ``dagster dev``); for runs in containers, keep Dagster's launchers (``deploy/``).
 """
@@ -112,7 +114,20 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
             _hand(worker, run.run_id)
         self._instance.add_run_tags(run.run_id, {PID_TAG: str(worker.pid)})
         threading.Thread(target=self._refill, name="spare-run-worker", daemon=True).start()
-        threading.Thread(target=worker.wait, name="run-worker-reaper", daemon=True).start()
+        threading.Thread(
+            target=self._reap, args=(worker, run.run_id), name="run-worker-reaper", daemon=True
+        ).start()
+
+    def _reap(self, worker: subprocess.Popen[bytes], run_id: str) -> None:
+        """Wait for the run's worker; a run it left unfinished (killed, out of memory) failed."""
+        code = worker.wait()
+        run = self._instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            return
+        self._instance.report_engine_event(
+            f"Run worker (pid: {worker.pid}) exited with code {code} before the run ended.", run
+        )
+        self._instance.report_run_failed(run)
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -153,3 +154,16 @@ def test_a_spare_exits_when_its_launcher_goes(instance: DagsterInstance, tmp_pat
     spare = _spare(instance)
     instance.run_launcher.dispose()
     assert spare.wait(30) == 0
+
+
+def test_a_run_whose_worker_is_killed_fails(instance: DagsterInstance, tmp_path: Path) -> None:
+    run_id = _launch(instance, tmp_path, "killed", sleep=120)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "killed.json").exists():  # its op is running
+        assert time.monotonic() < deadline, "the op never started"
+        time.sleep(0.2)
+    pid = json.loads((tmp_path / "killed.json").read_text())["pid"]
+    os.kill(pid, signal.SIGKILL)
+    assert _finished(instance, run_id, timeout=60) == DagsterRunStatus.FAILURE
+    events = [e.dagster_event.message for e in instance.all_logs(run_id) if e.dagster_event]
+    assert f"Run worker (pid: {pid}) exited with code -9 before the run ended." in events
