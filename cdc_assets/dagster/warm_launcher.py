@@ -51,6 +51,8 @@ DEFAULT_PRELOAD = ("cdc_assets.dagster.code_location",)
 
 
 class WarmRunLauncher(RunLauncher, ConfigurableClass):
+    """Hands each run to a spare :mod:`.run_worker` process and starts the next (module doc)."""
+
     def __init__(
         self,
         inst_data: ConfigurableClassData | None = None,
