@@ -24,6 +24,7 @@ import yaml
 from cdc_assets import emulator
 from cdc_assets.config import load_config
 from cdc_assets.dagster.sync.source import Source, load_source
+from cdc_assets.dagster.sync.sync_state import SourceSync, mirror_at
 from cdc_assets.dagster.warm_launcher import DAGSTER_YAML as WARM_LAUNCHER
 from cdc_assets.process_group import ProcessGroup
 from cdc_assets.spark import connect_server
@@ -243,10 +244,14 @@ class InProcess:
 
 
 def mirror_lsns(source: Source) -> list[int | None]:
+    """Where each mirror is, as the sync reads it: its last commit's LSN moved on by the quiet
+    ranges the sync state recorded after that commit (a range that left a table quiet commits
+    nothing to its mirror)."""
+    state = SourceSync.load(source, fill=False)
     found = []
     for table in source.tables:
-        position = position_of(source.store.properties(table.mirror_key.path, None))
-        at = position.lsn if position is not None else None
+        committed = position_of(source.store.properties(table.mirror_key.path, None))
+        at, _moved = mirror_at(committed, state.tables.get(table))
         found.append(int(at) if at is not None else None)
     return found
 
