@@ -72,14 +72,28 @@ def commit_actions(
 ) -> Published | None:
     """The next version: ``adds`` and a MERGE's commitInfo; None when another writer made it."""
     text = to_json(properties)
+    info = commit_info(state, "MERGE", parameters, metrics, text=text)
+    version = commit_next(table, state, [info, *adds])
+    if version is None:
+        log.warning(
+            "%s: version %d was committed by another writer; Spark merges", uri, state.version + 1
+        )
+        return None
+    return Published(uri, version, dict(properties), dict(metrics), text)
+
+
+def commit_next(
+    table: Path, state: delta_log.TableLog, actions: list[dict[str, Any]]
+) -> int | None:
+    """Commit ``actions`` as the version after ``state``'s, with the checkpoint Spark writes at
+    ``delta.checkpointInterval`` (of the table as ``state`` holds it); the version, or None when
+    another writer made it."""
     version = state.version + 1
-    info = commit_info(state, parameters, metrics, text)
-    if not delta_log.commit(table, version, [info, *adds]):
-        log.warning("%s: version %d was committed by another writer; Spark merges", uri, version)
+    if not delta_log.commit(table, version, actions):
         return None
     if version % checkpoint_interval(state) == 0:
         write_checkpoint(table, version)
-    return Published(uri, version, dict(properties), dict(metrics), text)
+    return version
 
 
 def write_checkpoint(table: Path, version: int) -> None:
@@ -102,24 +116,30 @@ def write_checkpoint(table: Path, version: int) -> None:
 
 
 def commit_info(
-    state: delta_log.TableLog, parameters: Mapping[str, str], metrics: Mapping[str, int], text: str
+    state: delta_log.TableLog,
+    operation: str,
+    parameters: Mapping[str, str],
+    metrics: Mapping[str, int],
+    *,
+    text: str | None = None,
+    blind_append: bool = False,
 ) -> dict[str, Any]:
-    """The commit's ``commitInfo``: a MERGE with Spark's metric names, ``text`` its
-    userMetadata."""
-    return {
-        "commitInfo": {
-            "timestamp": int(time.time() * 1000),
-            "operation": "MERGE",
-            "operationParameters": dict(parameters),
-            "readVersion": state.version,
-            "isolationLevel": "Serializable",
-            "isBlindAppend": False,
-            "operationMetrics": {k: str(v) for k, v in metrics.items()},
-            "userMetadata": text,
-            "engineInfo": "cdc_assets (deletion vectors in the driver)",
-            "txnId": str(uuid.uuid4()),
-        }
+    """The commit's ``commitInfo`` as Spark writes it for ``operation`` (``MERGE``'s metric
+    names in ``metrics``), ``text`` its userMetadata."""
+    info: dict[str, Any] = {
+        "timestamp": int(time.time() * 1000),
+        "operation": operation,
+        "operationParameters": dict(parameters),
+        "readVersion": state.version,
+        "isolationLevel": "Serializable",
+        "isBlindAppend": blind_append,
+        "operationMetrics": {k: str(v) for k, v in metrics.items()},
+        "engineInfo": "cdc_assets (deletion vectors in the driver)",
+        "txnId": str(uuid.uuid4()),
     }
+    if text is not None:
+        info["userMetadata"] = text
+    return {"commitInfo": info}
 
 
 def keyed_parameters(key_columns: Sequence[str]) -> dict[str, str]:
@@ -232,25 +252,7 @@ def deletion_vectors_turned_on(table: Path) -> bool:
     )
     if not is_writable(upgraded):
         return False
-    info = {
-        "commitInfo": {
-            "timestamp": int(time.time() * 1000),
-            "operation": "SET TBLPROPERTIES",
-            "operationParameters": {
-                "properties": json.dumps({"delta.enableDeletionVectors": "true"})
-            },
-            "readVersion": state.version,
-            "isolationLevel": "Serializable",
-            "isBlindAppend": True,
-            "operationMetrics": {},
-            "engineInfo": "cdc_assets (deletion vectors in the driver)",
-            "txnId": str(uuid.uuid4()),
-        }
-    }
+    properties = {"properties": json.dumps({"delta.enableDeletionVectors": "true"})}
+    info = commit_info(state, "SET TBLPROPERTIES", properties, {}, blind_append=True)
     actions = [info, {"metaData": upgraded.metadata}, {"protocol": upgraded.protocol}]
-    version = state.version + 1
-    if not delta_log.commit(table, version, actions):
-        return False
-    if version % checkpoint_interval(upgraded) == 0:
-        write_checkpoint(table, version)
-    return True
+    return commit_next(table, upgraded, actions) is not None
