@@ -84,6 +84,18 @@ def read(table: Path) -> TableLog | None:
     return state if state.version >= 0 and state.protocol and state.metadata else None
 
 
+def latest_version(table: Path) -> int | None:
+    """The table's newest version (the checkpoint ``_last_checkpoint`` names, then the commits
+    after it), without reading any commit; None without a log."""
+    try:
+        version = int(json.loads((log_folder(table) / "_last_checkpoint").read_text())["version"])
+    except (FileNotFoundError, ValueError, KeyError):
+        version = -1
+    while commit_file(table, version + 1).exists():
+        version += 1
+    return version if version >= 0 else None
+
+
 def _checkpoint(table: Path) -> TableLog | None:
     """The state at the checkpoint ``_last_checkpoint`` names (version -1, empty, without one)."""
     try:

@@ -5,13 +5,13 @@ mirror without deletion vectors, with deletion vectors written here into a large
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from . import merge_with_deletion_vectors
+from . import delta_log, merge_with_deletion_vectors
 from .asset_store import AssetStore
 from .commit_metadata import Published, to_json
 from .deletion_vector_commits import deletion_vectors_turned_on
@@ -33,8 +33,39 @@ from .stored_columns import encode_rows, stored_name
 # that has them (:mod:`.merge_with_deletion_vectors`). A new snapshot of at most
 # DRIVER_WRITE_ROWS rows, with no changes to apply, is written as the mirror from the driver.
 DRIVER_MERGE_ROWS = 100_000
+# A driver merge that lost to a concurrent commit is made again in the driver this many times in
+# all before Spark merges.
+DRIVER_ATTEMPTS = 3
 
 log = logging.getLogger(__name__)
+
+
+def again_after_concurrent_commits(
+    uri: str, merge: Callable[[], Published | None]
+) -> Published | None:
+    """``merge()`` (a driver merge into the mirror at ``uri``), made again while it declined
+    because another writer committed to the mirror meanwhile: the maintenance job's retention,
+    compaction or VACUUM commit (seen under ``make demo`` at 20 tx/s: delta-rs's "Metadata
+    changed since last commit", then Spark's MERGE with 40 Spark jobs). A merge that declined with
+    the mirror unchanged declined for a reason of its own (too large, a log the driver does not
+    write): Spark merges it. Every attempt reads the mirror anew; a keyed merge of final states,
+    made twice, leaves the mirror as once."""
+    table = local_path(uri) if is_local(uri) else None
+    for attempt in range(1, DRIVER_ATTEMPTS + 1):
+        before = delta_log.latest_version(table) if table is not None else None
+        published = merge()
+        if published is not None or table is None or attempt == DRIVER_ATTEMPTS:
+            return published
+        after = delta_log.latest_version(table)
+        if after == before:
+            return None
+        log.info(
+            "%s: version %s was committed beside the driver's merge (read at %s); merging again",
+            uri,
+            after,
+            before,
+        )
+    return None
 
 
 def delta_rs_name(name: str) -> str:

@@ -43,6 +43,7 @@ from .asset_store import AssetStore
 from .commit_metadata import Published
 from .driver_merges import (
     DRIVER_MERGE_ROWS,
+    again_after_concurrent_commits,
     driver_merge_keyed,
     driver_merge_multiset,
 )
@@ -141,20 +142,32 @@ def apply(
     small = changes.rows <= DRIVER_MERGE_ROWS
     found = store.rows_in_driver(path, changes.partitions) if small else None
     if found is not None:
+        rows_found = found
         if keys:
-            published = driver_merge_keyed(
-                store,
-                to,
-                found,
-                key_columns=keys,
-                snapshot_lsn=changes.after,
-                properties=properties,
-                mirror_rows=mirror_rows,
-                change_rows=changes.rows,
+            published = again_after_concurrent_commits(
+                store.location(to),
+                lambda: driver_merge_keyed(
+                    store,
+                    to,
+                    rows_found,
+                    key_columns=keys,
+                    snapshot_lsn=changes.after,
+                    properties=properties,
+                    mirror_rows=mirror_rows,
+                    change_rows=changes.rows,
+                ),
             )
         else:
-            published = driver_merge_multiset(
-                spark, store, to, found, snapshot_lsn=changes.after, properties=properties
+            published = again_after_concurrent_commits(
+                store.location(to),
+                lambda: driver_merge_multiset(
+                    spark,
+                    store,
+                    to,
+                    rows_found,
+                    snapshot_lsn=changes.after,
+                    properties=properties,
+                ),
             )
     if published is None:
         frame = store.read_partitions(spark, path, changes.partitions)

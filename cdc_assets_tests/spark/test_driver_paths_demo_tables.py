@@ -31,6 +31,7 @@ from cdc_assets.spark import (
     mirror_versions,
     spark_merges,
     sqlserver_source,
+    table_maintenance,
 )
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.delta_location import local_path
@@ -498,3 +499,82 @@ def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
         )
     expected = _spark_rows(store.read(spark, TWIN, None))
     assert _spark_rows(store.read(spark, created, None)) == expected
+
+
+def test_a_driver_merge_that_lost_to_a_concurrent_commit_is_made_again_in_the_driver(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo: dict[str, DemoTable]
+) -> None:
+    """The maintenance job commits to a mirror (its retention setting) while a range merges into
+    it: delta-rs's merge, made on the mirror as it read it, is refused ("Metadata changed since
+    last commit"); the merge is made again in the driver on the mirror as it is now (no Spark
+    job), with the rows Spark's MERGE gives a twin. A merge the driver declines with the mirror
+    unchanged goes to Spark at once."""
+    (name,) = [n for n in KEYED if " " in n]
+    table = demo[name]
+    store = AssetStore(tmp_path)
+    keys = table.table.primary_key
+    base = sqlserver_source.drop_snapshot_columns_in_driver(table.snapshot_rows())
+    start = {"lsn": Lsn.from_int(9).hex}
+    mirror = ["mirror", "raced"]
+    _in_driver(spark, lambda: mirror_store.rebuild_in_driver(spark, store, mirror, base, start))
+    rows = base.read().num_rows
+    _by_spark(
+        monkeypatch,
+        partial(mirror_store.rebuild, spark, store, TWIN, _frame(spark, base), start, rows),
+    )
+    changes, properties = table.changes(0), {"lsn": Lsn.from_int(10).hex}
+    spark_merges.spark_merge_keyed(
+        spark,
+        store,
+        TWIN,
+        _frame(spark, changes),
+        key_columns=keys,
+        snapshot_lsn=table.replay_from,
+        properties=properties,
+    )
+
+    def merge(change_rows: int = changes.read().num_rows) -> Any:
+        return driver_merges.driver_merge_keyed(
+            store,
+            mirror,
+            changes,
+            key_columns=keys,
+            snapshot_lsn=table.replay_from,
+            properties=properties,
+            mirror_rows=rows,
+            change_rows=change_rows,
+        )
+
+    attempts: list[Any] = []
+    uri = store.location(mirror)
+
+    def raced() -> Any:
+        if attempts:  # again: the mirror as it is now, in the driver
+            attempts.append(_in_driver(spark, merge))
+            return attempts[-1]
+        read = store.delta_table(mirror)  # the merge reads the mirror, then maintenance commits
+        assert table_maintenance.set_history_retention(spark, uri, 7 * 24 * 3600.0)
+        with monkeypatch.context() as m:
+            m.setattr(store, "delta_table", lambda _key: read)
+            attempts.append(merge())
+        return attempts[-1]
+
+    published = driver_merges.again_after_concurrent_commits(uri, raced)
+    assert attempts[0] is None  # delta-rs refused the merge on the mirror it had read
+    assert published is not None and published == attempts[1]
+    assert _engine(store, mirror).startswith("delta-rs")
+    assert table_maintenance.keeps_history(
+        table_maintenance.table_detail(spark, uri), 7 * 24 * 3600.0
+    )  # the maintenance's commit kept
+    assert _spark_rows(store.read(spark, mirror, None)) == _spark_rows(
+        store.read(spark, TWIN, None)
+    )
+    declined: list[Any] = []  # a range too large for the driver
+    too_many = driver_merges.DRIVER_MERGE_ROWS + 1
+    assert (
+        driver_merges.again_after_concurrent_commits(
+            uri, lambda: declined.append(merge(change_rows=too_many)) or declined[-1]
+        )
+        is None
+    )
+    assert declined == [None]  # once: the mirror did not change
