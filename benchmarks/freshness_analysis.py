@@ -8,6 +8,8 @@ import bisect
 import datetime as dt
 import json
 import math
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,9 @@ from cdc_assets.dagster.sync.partitions import parse_partition
 from cdc_assets.dagster.sync.source import Source, load_source
 from cdc_assets.lsn import Lsn
 from cdc_assets.sqlserver import changed_lsns, transaction_commits
+
+# The tag Spark Connect gives every job of a client's operation (spark.job.tags)
+CONNECT_SESSION = re.compile(r"SparkConnect_OperationTag_User_[^,]*?_Session_([0-9a-f-]{36})_")
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,6 +62,7 @@ class RunInfo:
     mirrors: list[tuple[float, str, int]] = field(default_factory=list)
     tick: float | None = None
     spark_app: dict[str, Any] | None = None
+    pid: int | None = None  # of the process that ran it ("Started process for run (pid: N)")
 
 
 def analyze(workdir: Path, meta: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +146,8 @@ def read_dagster(home: Path, since: float) -> tuple[list[RunInfo], list[float]]:
                     event.message or ""
                 ).startswith("Started process for run"):
                     info.events.setdefault("process", entry.timestamp)
+                    found = re.search(r"pid: (\d+)", event.message or "")
+                    info.pid = int(found.group(1)) if found else None
                 elif kind == DagsterEventType.STEP_START.value:
                     info.steps[event.step_key or "?"] = (entry.timestamp, None)
                 elif kind == DagsterEventType.STEP_SUCCESS.value and event.step_key in info.steps:
@@ -189,25 +197,59 @@ def attach_spark(runs: list[RunInfo], events: Path) -> None:
                     if query is not None
                     else f"outside SQL executions: '{short_site(stages[0].get('Stage Name', '?'))}'"
                 )
-                app["jobs"][event["Job ID"]] = [event["Submission Time"] / 1000, None, label]
+                tags = (event.get("Properties") or {}).get("spark.job.tags") or ""
+                session = CONNECT_SESSION.search(tags)
+                app["jobs"][event["Job ID"]] = [
+                    event["Submission Time"] / 1000,
+                    None,
+                    label,
+                    session.group(1) if session else None,
+                ]
             elif name == "SparkListenerJobEnd" and event["Job ID"] in app["jobs"]:
                 app["jobs"][event["Job ID"]][1] = event["Completion Time"] / 1000
         if "start" in app:
             apps.append(app)
-    for run in runs:
-        begin = run.events.get("started")
-        end = run.events.get("success") or run.events.get("failure")
-        if begin is None or end is None:
-            continue
-        for app in sorted(apps, key=lambda a: a["start"]):
+    windows = [(w, run) for run in runs if (w := run_window(run)) is not None]
+    for app in apps:
+        owners = session_owners(app["jobs"].values(), windows)
+        for (begin, end), run in windows:
             if app["start"] <= end and app.get("end", math.inf) >= begin:
-                jobs = {k: j for k, j in app["jobs"].items() if begin <= j[0] <= end}
+                jobs = {
+                    k: j
+                    for k, j in app["jobs"].items()
+                    if begin <= j[0] <= end and owners.get(j[3], run.pid) == run.pid
+                }
                 queries = [t for t in app.get("queries", []) if begin <= t <= end]
                 run.spark_app = {**app, "jobs": jobs, "queries": queries}
 
 
+def run_window(run: RunInfo) -> tuple[float, float] | None:
+    begin = run.events.get("started")
+    end = run.events.get("success") or run.events.get("failure")
+    return None if begin is None or end is None else (begin, end)
+
+
+def session_owners(
+    jobs: Iterable[list[Any]], windows: list[tuple[tuple[float, float], RunInfo]]
+) -> dict[str | None, int]:
+    """The process of each Spark Connect session whose every job ran while a run of that process
+    was in flight, and no other process has that in common: a run worker keeps one session
+    for all its runs, so a range run is charged only with its own process's jobs, not those of a
+    maintenance or health run beside it. Jobs of an unknown session go by time alone."""
+    common: dict[str, set[int]] = {}
+    for job in jobs:
+        session = job[3]
+        if session is None:
+            continue
+        pids = {r.pid for (b, e), r in windows if b <= job[0] <= e and r.pid is not None}
+        common[session] = common[session] & pids if session in common else pids
+    return {session: next(iter(pids)) for session, pids in common.items() if len(pids) == 1}
+
+
 def short_site(text: str) -> str:
-    """``collect at /x/y/change_log.py:113`` → ``collect at change_log.py:113``."""
+    """``collect at /x/y/change_log.py:113`` → ``collect at change_log.py:113``; a Spark Connect
+    plan's description → its first line."""
+    text = " ".join(text.split("\n", 1)[0].split())
     head, _, where = text.partition(" at ")
     return f"{head} at {where.rsplit('/', 1)[-1]}" if where else head
 
@@ -290,8 +332,10 @@ def breakdown(result: dict) -> list[dict[str, float]]:
                 jobs = [j for j in app["jobs"].values() if begin <= j[0] <= (end or begin)]
                 row[key] = len(jobs)
                 row[key.replace("jobs", "job_seconds")] = sum((j[1] or j[0]) - j[0] for j in jobs)
-        else:
+        else:  # no Spark job charged to this run
             row["change_log_rest"] = (change_log[1] or math.nan) - change_log[0]
+            for key in ("jobs_change_log", "jobs_mirror"):
+                row[key] = row[key.replace("jobs", "job_seconds")] = 0
         rows.append(row)
     return rows
 
@@ -302,6 +346,6 @@ def spark_job_sites(result: dict) -> list[tuple[str, int, float]]:
     for run in result["runs"]:
         if run.hi is None or run.spark_app is None or run.created < result["workload_started"]:
             continue
-        for start, end, site in run.spark_app["jobs"].values():
+        for start, end, site, _session in run.spark_app["jobs"].values():
             groups.setdefault(site, []).append((end or start) - start)
     return sorted(((site, len(v), sum(v)) for site, v in groups.items()), key=lambda item: -item[2])

@@ -148,6 +148,11 @@ def report_variant(result: dict) -> dict[str, float]:
             f"{fmt(top)}"
         )
         summary[key] = percentile(values, 0.5)
+    with_jobs = sum(1 for r in rows if r.get("jobs_change_log", 0) + r.get("jobs_mirror", 0))
+    print(
+        f"  range runs charged with a Spark job: {with_jobs} of {len(rows)} (a job of the run's "
+        "own Spark session, or one of no client session while the run was in flight)"
+    )
     sites = spark_job_sites(result)
     if sites:
         print("  Spark jobs of the range runs by call site (jobs, summed seconds):")
