@@ -352,6 +352,42 @@ def test_mirrors_merged_in_the_driver_equal_spark_s(
         assert _outside_spark(store, key, table.columns) == outside, key
 
 
+def _spaced_mirror_and_twin(
+    spark: SparkSession,
+    store: AssetStore,
+    monkeypatch: pytest.MonkeyPatch,
+    demo: dict[str, DemoTable],
+    mirror: list[str],
+) -> tuple[DemoTable, int]:
+    """The keyed demo table with a space in its name and a ``time`` column: its mirror created by
+    delta-rs at ``mirror`` (no Spark job), its twin by Spark at ``TWIN``; and its rows."""
+    (name,) = [n for n in KEYED if " " in n]
+    table = demo[name]
+    base = sqlserver_source.drop_snapshot_columns_in_driver(table.snapshot_rows())
+    start = {"lsn": Lsn.from_int(9).hex}
+    _in_driver(spark, lambda: mirror_store.rebuild_in_driver(spark, store, mirror, base, start))
+    rows = base.read().num_rows
+    frame = _frame(spark, base)
+    _by_spark(monkeypatch, partial(mirror_store.rebuild, spark, store, TWIN, frame, start, rows))
+    return table, rows
+
+
+def _merge_twin(spark: SparkSession, store: AssetStore, table: DemoTable, index: int) -> Any:
+    """Range ``index`` merged into the twin by Spark; its changes and commit properties."""
+    changes = table.changes(index)
+    properties = {"lsn": Lsn.from_int(10 + index).hex}
+    spark_merges.spark_merge_keyed(
+        spark,
+        store,
+        TWIN,
+        _frame(spark, changes),
+        key_columns=table.table.primary_key,
+        snapshot_lsn=table.replay_from,
+        properties=properties,
+    )
+    return changes, properties
+
+
 def test_a_mirror_grown_past_delta_rs_merges_gets_deletion_vectors_in_the_driver(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo: dict[str, DemoTable]
 ) -> None:
@@ -360,29 +396,12 @@ def test_a_mirror_grown_past_delta_rs_merges_gets_deletion_vectors_in_the_driver
     cost 20-30 s of a range run under make demo) and its ranges merged with them: no Spark job,
     the rows Spark's MERGE gives a twin, read alike outside Spark; the table with a space in its
     name and a ``time`` column."""
-    (name,) = [n for n in KEYED if " " in n]
-    table = demo[name]
     store = AssetStore(tmp_path)
-    keys = table.table.primary_key
-    base = sqlserver_source.drop_snapshot_columns_in_driver(table.snapshot_rows())
-    start = {"lsn": Lsn.from_int(9).hex}
     grown = ["mirror", "grown"]
-    _in_driver(spark, lambda: mirror_store.rebuild_in_driver(spark, store, grown, base, start))
-    frame = _frame(spark, base)
-    rows = base.read().num_rows
-    _by_spark(monkeypatch, partial(mirror_store.rebuild, spark, store, TWIN, frame, start, rows))
+    table, _rows = _spaced_mirror_and_twin(spark, store, monkeypatch, demo, grown)
+    keys = table.table.primary_key
     for index in range(2):
-        changes = table.changes(index)
-        properties = {"lsn": Lsn.from_int(10 + index).hex}
-        spark_merges.spark_merge_keyed(
-            spark,
-            store,
-            TWIN,
-            _frame(spark, changes),
-            key_columns=keys,
-            snapshot_lsn=table.replay_from,
-            properties=properties,
-        )
+        changes, properties = _merge_twin(spark, store, table, index)
         published = _in_driver(
             spark,
             lambda c=changes, p=properties: driver_merges.driver_merge_keyed(
@@ -509,29 +528,11 @@ def test_a_driver_merge_that_lost_to_a_concurrent_commit_is_made_again_in_the_dr
     last commit"); the merge is made again in the driver on the mirror as it is now (no Spark
     job), with the rows Spark's MERGE gives a twin. A merge the driver declines with the mirror
     unchanged goes to Spark at once."""
-    (name,) = [n for n in KEYED if " " in n]
-    table = demo[name]
     store = AssetStore(tmp_path)
-    keys = table.table.primary_key
-    base = sqlserver_source.drop_snapshot_columns_in_driver(table.snapshot_rows())
-    start = {"lsn": Lsn.from_int(9).hex}
     mirror = ["mirror", "raced"]
-    _in_driver(spark, lambda: mirror_store.rebuild_in_driver(spark, store, mirror, base, start))
-    rows = base.read().num_rows
-    _by_spark(
-        monkeypatch,
-        partial(mirror_store.rebuild, spark, store, TWIN, _frame(spark, base), start, rows),
-    )
-    changes, properties = table.changes(0), {"lsn": Lsn.from_int(10).hex}
-    spark_merges.spark_merge_keyed(
-        spark,
-        store,
-        TWIN,
-        _frame(spark, changes),
-        key_columns=keys,
-        snapshot_lsn=table.replay_from,
-        properties=properties,
-    )
+    table, rows = _spaced_mirror_and_twin(spark, store, monkeypatch, demo, mirror)
+    keys = table.table.primary_key
+    changes, properties = _merge_twin(spark, store, table, 0)
 
     def merge(change_rows: int = changes.read().num_rows) -> Any:
         return driver_merges.driver_merge_keyed(
