@@ -129,7 +129,8 @@ def apply(
       ``mirror_rows`` (its rows, counted when not known);
     - at most :data:`.driver_merges.DRIVER_MERGE_ROWS` change rows that the driver reads: merged in
       the driver (:func:`.driver_merges.driver_merge_keyed`,
-      :func:`.driver_merges.driver_merge_multiset`), no Spark job;
+      :func:`.driver_merges.driver_merge_multiset`), no Spark job; made again there when it lost
+      to a concurrent commit (:func:`.driver_merges.again_after_concurrent_commits`);
     - otherwise Spark's MERGE (:func:`.spark_merges.spark_merge_keyed`,
       :func:`.spark_merges.spark_merge_multiset`)."""
     if snapshot is not None:
