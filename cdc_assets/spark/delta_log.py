@@ -88,19 +88,27 @@ def latest_version(table: Path) -> int | None:
     """The table's newest version (the checkpoint ``_last_checkpoint`` names, then the commits
     after it), without reading any commit; None without a log."""
     try:
-        version = int(json.loads((log_folder(table) / "_last_checkpoint").read_text())["version"])
-    except (FileNotFoundError, ValueError, KeyError):
+        pointer = _last_checkpoint(table)
+        version = int(pointer["version"]) if pointer is not None else -1
+    except (ValueError, KeyError):
         version = -1
     while commit_file(table, version + 1).exists():
         version += 1
     return version if version >= 0 else None
 
 
+def _last_checkpoint(table: Path) -> dict[str, Any] | None:
+    """The ``_last_checkpoint`` pointer, None without one."""
+    try:
+        return json.loads((log_folder(table) / "_last_checkpoint").read_text())
+    except FileNotFoundError:
+        return None
+
+
 def _checkpoint(table: Path) -> TableLog | None:
     """The state at the checkpoint ``_last_checkpoint`` names (version -1, empty, without one)."""
-    try:
-        pointer = json.loads((log_folder(table) / "_last_checkpoint").read_text())
-    except FileNotFoundError:
+    pointer = _last_checkpoint(table)
+    if pointer is None:
         return TableLog(-1) if commit_file(table, 0).exists() else None
     if pointer.get("parts") or pointer.get("v2Checkpoint"):
         return None

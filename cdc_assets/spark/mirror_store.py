@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -143,33 +144,30 @@ def apply(
     small = changes.rows <= DRIVER_MERGE_ROWS
     found = store.rows_in_driver(path, changes.partitions) if small else None
     if found is not None:
-        rows_found = found
-        if keys:
-            published = again_after_concurrent_commits(
-                store.location(to),
-                lambda: driver_merge_keyed(
-                    store,
-                    to,
-                    rows_found,
-                    key_columns=keys,
-                    snapshot_lsn=changes.after,
-                    properties=properties,
-                    mirror_rows=mirror_rows,
-                    change_rows=changes.rows,
-                ),
+        merge = (
+            partial(
+                driver_merge_keyed,
+                store,
+                to,
+                found,
+                key_columns=keys,
+                snapshot_lsn=changes.after,
+                properties=properties,
+                mirror_rows=mirror_rows,
+                change_rows=changes.rows,
             )
-        else:
-            published = again_after_concurrent_commits(
-                store.location(to),
-                lambda: driver_merge_multiset(
-                    spark,
-                    store,
-                    to,
-                    rows_found,
-                    snapshot_lsn=changes.after,
-                    properties=properties,
-                ),
+            if keys
+            else partial(
+                driver_merge_multiset,
+                spark,
+                store,
+                to,
+                found,
+                snapshot_lsn=changes.after,
+                properties=properties,
             )
+        )
+        published = again_after_concurrent_commits(store.location(to), merge)
     if published is None:
         frame = store.read_partitions(spark, path, changes.partitions)
         if keys:
