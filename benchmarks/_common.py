@@ -2,14 +2,15 @@
 
 Every script builds its own emulator database in a temporary directory, times the path through
 the project against a baseline measured in the same run, and prints rows/s and ratios. The helpers
-here: the machine's load, a wide mixed-type table filled fast (the table of ``source_read.py``),
-a project config and definitions for an emulator source, a shared local Spark session, the Spark
+here: the machine's load, a wide mixed-type table filled fast (``COLUMNS``, ``wide_row``), a
+project config and definitions for an emulator source, a shared local Spark session, the Spark
 jobs and stages run since a mark (from Spark's status store), and cProfile of a callable.
 """
 
 from __future__ import annotations
 
 import cProfile
+import datetime as dt
 import io
 import os
 import pstats
@@ -17,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,12 +31,23 @@ DEPS = Path(__file__).resolve().parent.parent / ".venv" / "bench-deps"
 if DEPS.is_dir():
     sys.path.append(str(DEPS))
 
-from source_read import COLUMNS, PARAMS_PER_STATEMENT, ROWS_PER_TRANSACTION, _row  # noqa: E402
-
 from cdc_assets import emulator  # noqa: E402
 from cdc_assets.sqlserver import cdc_admin  # noqa: E402
 
 T = TypeVar("T")
+# The wide table: 7 mixed-type columns, key ``id`` (``source_read.py`` and most benchmarks).
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "bigint NOT NULL"),
+    ("qty", "int NULL"),
+    ("price", "decimal(18,4) NULL"),
+    ("name", "nvarchar(50) NULL"),
+    ("created", "datetime2(7) NULL"),
+    ("active", "bit NULL"),
+    ("payload", "varbinary(32) NULL"),
+)
+ROWS_PER_TRANSACTION = 50_000
+PARAMS_PER_STATEMENT = 2_000  # SQL Server's limit is 2,100
+BASE_TIME = dt.datetime(2024, 1, 1)
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
@@ -71,12 +84,25 @@ def timed(into: dict[str, float], label: str) -> Iterator[None]:
         into[label] = time.perf_counter() - started
 
 
+def wide_row(i: int) -> tuple[object, ...]:
+    """Row ``i`` of the wide table (NULLs, decimals, non-ASCII text, binary of several sizes)."""
+    return (
+        i,
+        None if i % 10 == 0 else i % 1000,
+        Decimal(i * 7919 % 10**9).scaleb(-4),
+        None if i % 13 == 0 else f"item {i} – naïve",
+        BASE_TIME + dt.timedelta(seconds=i, microseconds=i % 1_000_000),
+        i % 3 == 0,
+        (i * 2654435761 % 2**64).to_bytes(8, "big") * (1 + i % 4),
+    )
+
+
 def column_list() -> str:
     return ", ".join(f"[{name}]" for name, _ in COLUMNS)
 
 
 def create_tables(conn: Any, tables: Sequence[str], *, enable_cdc: bool = True) -> None:
-    """``tables`` with the 7 mixed-type columns of ``source_read.py`` (key ``id``)."""
+    """``tables`` with the wide table's 7 mixed-type columns (key ``id``)."""
     cdc_admin.enable_database(conn)
     conn.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
     body = ", ".join(f"[{name}] {decl}" for name, decl in COLUMNS)
@@ -97,7 +123,7 @@ def insert_rows(
     table: str,
     first: int,
     last: int,
-    row: Callable[[int], tuple[object, ...]] = _row,
+    row: Callable[[int], tuple[object, ...]] = wide_row,
 ) -> None:
     """Rows ``first`` .. ``last - 1`` in multi-row INSERTs, 50,000 per transaction."""
     per_statement = PARAMS_PER_STATEMENT // len(COLUMNS)

@@ -59,8 +59,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import _common
-from _common import machine_line, rate
-from source_read import COLUMNS, PARAMS_PER_STATEMENT, _row
+from _common import COLUMNS, PARAMS_PER_STATEMENT, machine_line, rate, wide_row
 
 from cdc_assets import emulator
 
@@ -197,7 +196,7 @@ def insert_one_transaction(db: Path, rows: int) -> None:
         cursor = conn.cursor()
         for lo in range(0, rows, per_statement):
             hi = min(rows, lo + per_statement)
-            params = [value for i in range(lo, hi) for value in _row(i)]
+            params = [value for i in range(lo, hi) for value in wide_row(i)]
             cursor.execute(sql + ", ".join([marks] * (hi - lo)), params)
         conn.commit()
     finally:
@@ -212,7 +211,7 @@ def insert_small_transactions(db: Path, count: int) -> None:
     try:
         cursor = conn.cursor()
         for i in range(count):
-            cursor.execute(sql, list(_row(i)))
+            cursor.execute(sql, list(wide_row(i)))
     finally:
         conn.close()
 

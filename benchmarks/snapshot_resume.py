@@ -221,7 +221,7 @@ class Writer(threading.Thread):
                     elif choice < 0.85:
                         conn.execute(
                             f"INSERT INTO [dbo].[{TABLE}] ({names}) VALUES ({marks})",
-                            list(_common._row(next_id)),
+                            list(_common.wide_row(next_id)),
                         )
                         next_id += 1
                     else:

@@ -19,77 +19,40 @@ the layer is slower than the raw SQLite read of the same rows.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sqlite3
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
+from _common import COLUMNS, capture, create_tables, insert_rows
 
 from cdc_assets import emulator
 from cdc_assets.emulator_source import EmulatorConnectionFactory, EmulatorSettings
 from cdc_assets.lsn import LsnRange
-from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.sqlserver.catalog import CaptureInstance, discover
 from cdc_assets.sqlserver.changes import read_changes, read_function_changes
 from cdc_assets.sqlserver.lsn_queries import get_max_lsn
 from cdc_assets.sqlserver.snapshot import snapshot_table
 
 TABLE = "bench"
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("id", "bigint NOT NULL"),
-    ("qty", "int NULL"),
-    ("price", "decimal(18,4) NULL"),
-    ("name", "nvarchar(50) NULL"),
-    ("created", "datetime2(7) NULL"),
-    ("active", "bit NULL"),
-    ("payload", "varbinary(32) NULL"),
-)
-ROWS_PER_TRANSACTION = 50_000
-PARAMS_PER_STATEMENT = 2_000  # SQL Server's limit is 2,100
-BASE_TIME = dt.datetime(2024, 1, 1)
-
-
-def _row(i: int) -> tuple[object, ...]:
-    return (
-        i,
-        None if i % 10 == 0 else i % 1000,
-        Decimal(i * 7919 % 10**9).scaleb(-4),
-        None if i % 13 == 0 else f"item {i} – naïve",
-        BASE_TIME + dt.timedelta(seconds=i, microseconds=i % 1_000_000),
-        i % 3 == 0,
-        (i * 2654435761 % 2**64).to_bytes(8, "big") * (1 + i % 4),
-    )
 
 
 def build(path: Path, rows: int) -> tuple[float, float]:
     """Create, fill and capture the benchmark table; returns (insert seconds, capture seconds)."""
     conn = emulator.connect(path, autocommit=True)
     try:
-        cdc_admin.enable_database(conn)
-        conn.execute("ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON")
-        body = ", ".join(f"[{name}] {decl}" for name, decl in COLUMNS)
-        conn.execute(
-            f"CREATE TABLE [dbo].[{TABLE}] ({body}, CONSTRAINT [pk_{TABLE}] PRIMARY KEY ([id]))"
-        )
-        cdc_admin.enable_table(conn, "dbo", TABLE, supports_net_changes=True)
-        # _common imports this module's table definition: imported here, not at the top
-        from _common import insert_rows
-
+        create_tables(conn, [TABLE])
         started = time.perf_counter()
         insert_rows(conn, TABLE, 0, rows)
         inserted = time.perf_counter() - started
-        started = time.perf_counter()
-        while emulator.scan(path):
-            pass
-        captured = time.perf_counter() - started
     finally:
         conn.close()
-    return inserted, captured
+    started = time.perf_counter()
+    capture(path)
+    return inserted, time.perf_counter() - started
 
 
 def _count(batches: Iterable[pa.RecordBatch]) -> int:

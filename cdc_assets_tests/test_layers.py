@@ -168,3 +168,23 @@ def test_a_code_location_loads_without_the_emulator() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert found.stdout.strip() == "['cdc_assets.emulator_source']", found.stdout + found.stderr
+
+
+def test_benchmark_scripts_import_no_circle() -> None:
+    """``benchmarks/`` imports its shared modules top-level (``import _common``), so two scripts
+    importing each other would only work in one import order."""
+    modules = {path.stem: path for path in sorted((ROOT / "benchmarks").glob("*.py"))}
+    graph = {name: _imported(name, path, modules) for name, path in modules.items()}
+    assert "_common" in graph["source_read"]  # the graph sees a benchmark's imports
+    assert _circles(graph) == []
+
+
+def test_no_merge_leftovers() -> None:
+    """No ``.orig``/``.rej`` file a merge or a patch left beside the sources."""
+    leftovers = [
+        str(path.relative_to(ROOT))
+        for folder in ("cdc_assets", "cdc_assets_tests", "benchmarks", "scripts", "docs", "deploy")
+        for pattern in ("*.orig", "*.rej")
+        for path in (ROOT / folder).rglob(pattern)
+    ]
+    assert leftovers == []
