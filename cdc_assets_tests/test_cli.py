@@ -8,6 +8,7 @@ import pytest
 
 from cdc_assets import emulator
 from cdc_assets.cli import main
+from cdc_assets.sqlserver import count_change_rows, discover, find_max_lsn
 from cdc_assets.workload import DEMO_TABLES
 
 
@@ -32,6 +33,14 @@ def test_create_makes_the_demo_database(tmp_path: Path, capsys: pytest.CaptureFi
             "SELECT is_cdc_enabled, snapshot_isolation_state_desc FROM sys.databases "
             "WHERE database_id = DB_ID()"
         ).fetchone() == (True, "ON")
+        # as SQL Server is once its capture job has scanned: every capture instance established
+        # (a code location lists the table) and the initial rows in its change table
+        found = discover(conn)
+        for table in DEMO_TABLES:
+            instance = found[(table.schema, table.name)].current_instance
+            assert instance is not None and instance.name == table.capture_instance
+            assert count_change_rows(conn, instance.name) == 20, table.full_name
+    assert "captured, every capture instance established" in out
 
 
 def test_create_refuses_to_overwrite_unless_forced(
@@ -79,8 +88,13 @@ def test_workload_runs_transactions_with_capture(
 
 
 def test_workload_without_capture(source: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with emulator.connect(source, autocommit=True) as conn:
+        created = find_max_lsn(conn)
+    assert created is not None
+    capsys.readouterr()
     assert main(["emulator", "workload", str(source), "--transactions", "5", "--no-capture"]) == 0
-    assert "max LSN -" in capsys.readouterr().out
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"max LSN {created.hex}" in summary, summary  # nothing of the workload captured
 
 
 @pytest.mark.parametrize("command", ["status", "workload", "agent"])

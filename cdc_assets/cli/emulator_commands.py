@@ -30,7 +30,9 @@ def add_emulator_commands(commands: argparse._SubParsersAction[argparse.Argument
     sub = emu.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
 
-    create = sub.add_parser("create", help="create the demo database (CDC on, seeded tables)")
+    create = sub.add_parser(
+        "create", help="create the demo database (CDC on, seeded tables, captured)"
+    )
     create.add_argument("path", type=Path, metavar="PATH")
     create.add_argument("--seed", type=non_negative_int, default=0, help="random seed (0)")
     create.add_argument(
@@ -76,12 +78,18 @@ def _cmd_create(args: argparse.Namespace, out: IO[str]) -> int:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
+    from cdc_assets import emulator
     from cdc_assets.workload import DEMO_TABLES, create_demo_database
 
     started = time.monotonic()
     conn = open_emulator(path)
     try:
         workload = create_demo_database(conn, seed=args.seed, rows_per_table=args.rows)
+        # What SQL Server is seconds after sp_cdc_enable_table: its capture job has scanned the
+        # log, so every capture instance is established (a code location lists the tables) and
+        # the initial rows are in the change tables.
+        while emulator.scan(path) > 0:
+            pass
         max_lsn = read_max_lsn(conn)
     except BaseException:
         conn.close()
@@ -98,8 +106,9 @@ def _cmd_create(args: argparse.Namespace, out: IO[str]) -> int:
             f"{'' if table.has_key else ' (no primary key, no net changes)'}\n"
         )
     out.write(
-        f"max LSN {lsn_text(max_lsn)} (the initial load is captured once the agent runs: "
-        f"'{PROG} emulator workload {path}' or '{PROG} emulator agent {path}')\n"
+        f"max LSN {lsn_text(max_lsn)}: captured, every capture instance established (changes "
+        f"from now on are captured while '{PROG} emulator workload {path}' or "
+        f"'{PROG} emulator agent {path}' runs)\n"
     )
     return 0
 
