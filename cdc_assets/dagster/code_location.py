@@ -100,5 +100,10 @@ def load_definitions(
             failure = f"{file}: {text if text.startswith(prefix) else prefix + text}"
         if failure:
             raise CodeLocationError(failure)
-    defs = build_definitions(config, sources, resources=project_resources(config))
+    try:
+        defs = build_definitions(config, sources, resources=project_resources(config))
+    except ConfigError as exc:  # a setting that does not fit the sources (examples)
+        failure = f"{file}: {exc}"
+    if failure:
+        raise CodeLocationError(failure)
     return defs, sources, components

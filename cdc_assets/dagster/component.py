@@ -64,7 +64,7 @@ from cdc_assets.sqlserver.errors import SqlServerError
 from cdc_assets.sqlserver.recorded_catalog import dump_catalog, load_catalog
 
 from .definitions_builder import build_definitions, shared_resources
-from .sync.source import Source, select_tables
+from .sync.source import Source, source_from_catalog
 
 log = logging.getLogger(__name__)
 
@@ -412,26 +412,28 @@ class SqlServerCdcSource(StateBackedComponent):
             )
         self.unreachable = failure or None
         if found is not None:
+            recorded = dump_catalog(found)
+            # the tables selected first: a config that does not fit them (a column rule naming
+            # no column, an include matching no table) stops the load with nothing recorded
+            source = self._source(found, recorded, project_root)
             if initializing:
                 self._record(found, project_root)
-            recorded = dump_catalog(found)
-        else:
-            assert recorded is not None
-            if failure:
-                log.warning(
-                    "source %r does not answer (%s): its definitions are built from the catalog "
-                    "recorded earlier; its sensor skips until it answers",
-                    self.name,
-                    failure,
-                )
-            found = load_catalog(recorded, origin=f"the recorded catalog of source {self.name!r}")
+            return source
+        assert recorded is not None
+        if failure:
+            log.warning(
+                "source %r does not answer (%s): its definitions are built from the catalog "
+                "recorded earlier; its sensor skips until it answers",
+                self.name,
+                failure,
+            )
+        found = load_catalog(recorded, origin=f"the recorded catalog of source {self.name!r}")
         return self._source(found, recorded, project_root)
 
     def _source(self, found: Catalog, recorded: str, project_root: Path) -> Source:
-        source_config = self.config.sources[0]
-        return Source(
-            source_config,
-            tuple(select_tables(source_config, found)),
+        return source_from_catalog(
+            self.config.sources[0],
+            found,
             self.config.storage.base_path,
             recorder=self._recorder(recorded, project_root),
         )

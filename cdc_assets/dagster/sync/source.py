@@ -77,6 +77,9 @@ class Source:
     storage: str | Path  # a directory or a Hadoop file-system URI
     # records the catalog a sync run reads when it changed (a component's source); None: not kept
     recorder: CatalogRecorder | None = field(default=None, compare=False, repr=False)
+    # captured tables the config selects that the capture job has not scanned since CDC was
+    # enabled on them (no established capture instance): left out until the next reload
+    unscanned: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -145,6 +148,25 @@ def _with_column_rules(config: SourceConfig, tables: list[CapturedTable]) -> lis
     raise ConfigError(f"source {config.name!r}: columns.rules: {problem}")
 
 
+def source_from_catalog(
+    config: SourceConfig,
+    found: dict[tuple[str, str], SourceTable],
+    storage: str | Path,
+    recorder: CatalogRecorder | None = None,
+) -> Source:
+    """The source with the tables of its catalog ``found`` the config selects
+    (:func:`select_tables`; :class:`ConfigError` if they do not fit the config)."""
+    unscanned = tuple(
+        sorted(
+            key
+            for key, table in found.items()
+            if config.tables.matches(*key) and table.current_instance is None
+        )
+    )
+    tables = tuple(select_tables(config, found))
+    return Source(config, tables, storage, recorder=recorder, unscanned=unscanned)
+
+
 def load_source(config: SourceConfig, storage: Path) -> Source:
     """Discover the source's captured tables (one connection, three catalog queries)."""
     conn = connection_factory(config.connection_settings()).connect(autocommit=True)
@@ -152,4 +174,4 @@ def load_source(config: SourceConfig, storage: Path) -> Source:
         found = discover(conn)
     finally:
         conn.close()
-    return Source(config, tuple(select_tables(config, found)), storage)
+    return source_from_catalog(config, found, storage)
