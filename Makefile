@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup test test-large lint demo demo-reset bench soak clean
+.PHONY: setup test test-large lint demo demo-reset bench soak clean wheel
 
 setup: $(STAMP)
 
@@ -70,5 +70,11 @@ bench: setup
 	$(PY) benchmarks/freshness.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/freshness.py --variants demo --tps 20 $(if $(QUICK),--quick)
 
+# The package as a wheel in dist/, to install into a Dagster project of your own (README: "In your
+# own Dagster project"); pip builds it in an isolated environment (setuptools from the index).
+wheel:
+	$(if $(wildcard $(PY)),$(PY),python3) -m pip wheel -q --disable-pip-version-check --no-deps -w dist .
+	rm -rf build
+
 clean:
-	rm -rf $(VENV) .demo
+	rm -rf $(VENV) .demo dist build

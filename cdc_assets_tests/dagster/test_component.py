@@ -10,8 +10,9 @@
   unreachable and its ``capture_health`` fails saying so.
 
 The new project's virtual environment links the packages of this ``.venv`` except cdc_assets
-(created in well under a second) and installs cdc_assets into it with ``pip install -e`` (no
-dependencies, no build isolation: nothing is downloaded).
+(created in well under a second) and installs cdc_assets into it as the README says: the wheel
+``make wheel`` builds in a fresh copy of the repository (``pip install --no-deps``: the other
+packages are linked).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from cdc_assets.dagster.sync.names import change_log_key, mirror_key, sensor_nam
 from cdc_assets.lsn import LsnRange
 from cdc_assets.workload import create_demo_database, small_tables
 from cdc_assets_tests.dagster.conftest import assert_succeeded
+from cdc_assets_tests.support.fresh_copy import fresh_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(sys.executable).parent.parent
@@ -100,8 +102,18 @@ def _project(root: Path, module: str) -> Path:
     return root
 
 
-def _venv(root: Path) -> Path:
-    """``root/.venv``: this .venv's packages but cdc_assets, then cdc_assets installed."""
+def _wheel(directory: Path) -> Path:
+    """The wheel ``make wheel`` builds in a fresh copy of the repository (README)."""
+    checkout = fresh_copy(directory / "cdc_assets")
+    built = subprocess.run(["make", "wheel"], cwd=checkout, capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (checkout / "dist").glob("cdc_assets-*-py3-none-any.whl")
+    return wheel
+
+
+def _venv(root: Path, wheel: Path) -> Path:
+    """``root/.venv``: this .venv's packages but cdc_assets, then ``wheel`` installed, as the
+    README says (``pip install <that file>``; ``--no-deps``: the others are linked)."""
     subprocess.run(
         [sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip", str(root / ".venv")],
         check=True,
@@ -126,13 +138,21 @@ def _venv(root: Path) -> Path:
             "-q",
             "--no-deps",
             "--disable-pip-version-check",
-            "-e",
-            str(ROOT),
+            str(wheel),
         ],
         cwd=root,
         env=env,
         check=True,
     )
+    where = subprocess.run(
+        [python, "-c", "import cdc_assets; print(cdc_assets.__file__)"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert where.stdout.startswith(str(site)), where.stdout  # the wheel's copy, not a checkout
     return python
 
 
@@ -159,7 +179,7 @@ def _dg(root: Path, *args: str, timeout: float = 180) -> subprocess.CompletedPro
 
 def test_scaffold_check_and_list_in_a_new_dg_project(tmp_path: Path) -> None:
     root = _project(tmp_path / "shop_platform", "shop_platform")
-    python = _venv(root)
+    python = _venv(root, _wheel(tmp_path))
     (root / "dagster_home").mkdir()
     (root / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     db = _source(tmp_path / "shop.db")
