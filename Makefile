@@ -43,16 +43,10 @@ demo-reset: setup
 	bash scripts/demo.sh
 
 # `make bench` runs every benchmark at its default size (tens of minutes on 2 cores);
-# `make bench QUICK=1` runs small versions. pandas, for the naive baselines only, and the rest of
-# pyspark[connect]'s Python packages, for freshness.py's Spark Connect measurement only, go into
-# .venv/bench-deps (not project dependencies; removed by `make clean`).
-BENCH_DEPS := $(VENV)/bench-deps
+# `make bench QUICK=1` runs small versions. It installs nothing: pandas (the naive baselines) and
+# pyspark[connect]'s packages (freshness.py's Spark Connect probe) are project dependencies, whose
+# versions pip resolved together at setup (grpcio and grpcio-status need not match exactly).
 bench: setup
-	@[ -d $(BENCH_DEPS)/pandas ] || $(VENV)/bin/pip install -q --disable-pip-version-check \
-		--no-deps --target $(BENCH_DEPS) 'pandas<3' 'numpy<3' pytz tzdata
-	@[ -d $(BENCH_DEPS)/zstandard ] || $(VENV)/bin/pip install -q --disable-pip-version-check \
-		--no-deps --target $(BENCH_DEPS) "grpcio-status==$$($(PY) -c 'import grpc; print(grpc.__version__)')" \
-		googleapis-common-protos zstandard
 	$(PY) benchmarks/source_read.py $(if $(QUICK),--rows 20000)
 	$(PY) benchmarks/tds_wire.py $(if $(QUICK),--rows 20000)
 	$(PY) benchmarks/snapshot_end_to_end.py $(if $(QUICK),--quick)

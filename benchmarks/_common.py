@@ -22,17 +22,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cdc_assets import emulator
+from cdc_assets.sqlserver import cdc_admin
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-# pandas (for the naive baselines only) is not a project dependency: ``make bench`` installs it
-# into .venv/bench-deps (outside the lint's reach, removed by ``make clean``), appended to the path
-# so the venv's own packages always win.
-DEPS = Path(__file__).resolve().parent.parent / ".venv" / "bench-deps"
-if DEPS.is_dir():
-    sys.path.append(str(DEPS))
-
-from cdc_assets import emulator  # noqa: E402
-from cdc_assets.sqlserver import cdc_admin  # noqa: E402
 
 T = TypeVar("T")
 # The wide table: 7 mixed-type columns, key ``id`` (``source_read.py`` and most benchmarks).
@@ -53,17 +47,6 @@ SPARK_CONF = {
     "spark.default.parallelism": "2",
     "spark.ui.showConsoleProgress": "false",
 }
-
-
-def require_pandas() -> Any:
-    try:
-        import pandas
-    except ImportError:
-        raise SystemExit(
-            "the naive baseline needs pandas: run `make bench`, or `.venv/bin/pip install "
-            "--no-deps --target .venv/bench-deps 'pandas<3' 'numpy<3' pytz tzdata`"
-        ) from None
-    return pandas
 
 
 def machine_line() -> str:

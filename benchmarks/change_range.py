@@ -141,7 +141,8 @@ def raw_range(
 def naive_range(
     spark: Any, db: Path, instances: dict[str, CaptureInstance], lsn_range: LsnRange, out: Path
 ) -> int:
-    pd = _common.require_pandas()
+    import pandas as pd
+
     rows = 0
     conn = emulator.connect(db, autocommit=True)
     try:

@@ -34,7 +34,7 @@ Variants (each on its own fresh source; the ratios are against ``default`` of th
 
 After the variants it times, in fresh processes, Spark's start with each JVM option against the
 default, the code location's load, and (when the Python packages of ``pyspark[connect]`` are
-importable, e.g. from ``.venv/bench-deps``) a session on a long-running Spark Connect server (the
+importable: project dependencies) a session on a long-running Spark Connect server (the
 ``spark-connect`` jar ships in the pyspark wheel). Spark's event log is on in every variant (for
 the breakdown); the in-process variant also turns Spark's console progress bar off.
 
@@ -90,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="work here and keep the files (logs, storage)")
     parser.add_argument(
         "--connect-deps",
-        help="where pyspark[connect]'s Python packages are (paths joined by ':'; default: "
-        ".venv/bench-deps, where `make bench` installs them)",
+        help="where pyspark[connect]'s Python packages are when not in the venv (paths joined "
+        "by ':')",
     )
     parser.add_argument(
         "--reanalyze", type=Path, help="only report again on the variants kept in this --keep dir"

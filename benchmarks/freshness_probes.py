@@ -55,7 +55,7 @@ print(json.dumps({"import dagster": t1 - t0, "import cdc_assets.definitions": t2
 
 
 # argv: the server's URL, and directories to append to sys.path for pyspark[connect]'s packages
-# ("-": none), appended so that the venv's own packages win (as in _common).
+# ("-": none), appended so that the venv's own packages win.
 CONNECT_PROBE = """
 import json, os, sys, time
 if sys.argv[2] != "-":
@@ -134,7 +134,7 @@ sys.exit(1 if missing else 0)
 
 def connect_deps(extra: str | None) -> str | None:
     """Where the Python packages of ``pyspark[connect]`` are importable from ("-": the venv)."""
-    for candidate in ("-", extra or str(_common.DEPS)):
+    for candidate in ("-", *([extra] if extra else [])):
         ok = subprocess.run(
             [sys.executable, "-c", CONNECT_DEPS_CHECK, candidate],
             env=child_env(),
@@ -209,8 +209,8 @@ def probes(workdir: Path, cds: Path, repeat: int, extra_deps: str | None) -> Non
     if deps is None:
         print(
             "  Spark Connect: skipped, the Python packages of pyspark[connect] are missing "
-            "(pandas, numpy, pyarrow, grpcio, grpcio-status, googleapis-common-protos, zstandard; "
-            "`make bench` puts them in .venv/bench-deps)"
+            "(pandas, numpy, pyarrow, grpcio, grpcio-status, googleapis-common-protos, zstandard: "
+            "dependencies of the project; run `make setup`)"
         )
         return
     try:

@@ -81,7 +81,8 @@ def raw_snapshot(db: Path, out: Path, batch_rows: int) -> int:
 
 def naive_snapshot(spark: Any, db: Path, out: Path) -> int:
     """(c): fetchall -> pandas -> createDataFrame -> write.parquet."""
-    pd = _common.require_pandas()
+    import pandas as pd
+
     conn = emulator.connect(db, autocommit=True)
     try:
         cursor = conn.cursor()

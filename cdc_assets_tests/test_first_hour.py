@@ -6,7 +6,8 @@ capture job has scanned, so both then load every demo table and the example asse
 warning about the virtual environment (the README runs ``.venv/bin/dg`` without activating it).
 A table CDC captures but the capture job has not scanned yet is left out with what depends on it,
 not reported as another error; ``cdc-assets check`` with a setting that does not fit the source
-fails with one line and records nothing.
+fails with one line and records nothing. ``make bench QUICK=1`` installs nothing (what its scripts
+import is the project's) and runs every script in ``benchmarks/``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,37 @@ def test_check_with_settings_that_do_not_fit_records_nothing(
         "dbo.orders, and no source (shop) has one; remove it from 'examples' or capture "
         "dbo.orders\n"
     )
+
+
+def test_make_bench_installs_nothing_and_its_scripts_import(tmp_path: Path) -> None:
+    """``make bench`` pinned ``grpcio-status`` to the installed grpcio's version, which the
+    index may not serve. pandas and pyspark[connect]'s packages are project dependencies, which
+    pip resolved together at setup: the recipe runs the benchmarks and nothing else, and every
+    script imports with the venv's packages (its Spark Connect probe finds them there)."""
+    clone = fresh_copy(tmp_path / "clone")
+    dry = _run(["make", "-n", "bench", "QUICK=1"], clone)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    scripts = [re.fullmatch(r"\.venv/bin/python benchmarks/(\w+)\.py .*", line) for line in lines]
+    assert all(scripts), lines  # no pip install, no other step
+    assert all(re.search(r" (--quick|--rows 20000)( |$)", line) for line in lines), lines
+    ran = {m.group(1) for m in scripts if m is not None}
+    mains = {p.stem for p in (clone / "benchmarks").glob("*.py") if "__main__" in p.read_text()}
+    assert ran == mains, ran  # every benchmark script
+    probe = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    importlib.import_module(name)\n"
+        "import freshness_probes\n"
+        "assert freshness_probes.connect_deps(None) == '-', 'pyspark[connect] packages missing'\n"
+    )
+    imported = subprocess.run(
+        [sys.executable, "-c", probe, *sorted(ran)],
+        cwd=clone / "benchmarks",
+        env={**os.environ, "PYTHONPATH": f"{clone / 'benchmarks'}{os.pathsep}{clone}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert imported.returncode == 0, imported.stderr
