@@ -50,21 +50,38 @@ class SnapshotWrite:
     ) -> Published:
         # A small table is read here, in the driver: a Spark task and the jobs that read its
         # rows back (the summary, the size check) cost more than its rows (a thousand tables).
+        # The properties come from the rows read, markers included (the snapshot's bounds);
+        # the markers themselves are not stored: a change log's rows are the table's rows and
+        # its changes, and its properties rows (README: "filter _cdc_properties IS NULL").
         plan = self.plan
         # the ranges' columns too: a range without changes is then a properties row alone
         later = sqlserver_source.empty_change_frame(spark, self.instance)
         if (plan.rows or 0) <= DRIVER_WRITE_ROWS:
+            read = sqlserver_source.read_snapshot_in_driver(plan)
+            properties = self._properties(read)
             rows = RowsInDriver(
                 sqlserver_source.snapshot_frame_schema(plan),
-                lambda: sqlserver_source.read_snapshot_in_driver(plan),
+                lambda: sqlserver_source.snapshot_rows_in_driver(read),
             )
             return store.write_in_driver(
-                spark, rows, key_path, partition, self._properties, later_columns=later
+                spark, rows, key_path, partition, lambda _: properties, later_columns=later
             )
-        df = sqlserver_source.load_snapshot(spark, plan)
-        return store.write(
-            spark, df, key_path, partition, self._properties, later_columns=later, rows=plan.rows
-        )
+        # read once (a second read of the source could differ: a fuzzy snapshot), then written
+        held = sqlserver_source.load_snapshot(spark, plan).localCheckpoint(eager=True)
+        try:
+            properties = self._properties(held)
+            return store.write(
+                spark,
+                sqlserver_source.snapshot_rows(held),
+                key_path,
+                partition,
+                lambda _: properties,
+                later_columns=later,
+                rows=plan.rows,
+                read_once=False,
+            )
+        finally:
+            held.unpersist()
 
     def _properties(self, read: DataFrame | pa.Table) -> dict[str, Any]:
         replay_from, snapshot_lsn, rows = sqlserver_source.snapshot_summary(read)

@@ -24,6 +24,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from . import sqlserver_source
 from .asset_store import AssetStore
 from .commit_metadata import Published, to_json
 from .concurrent_commits import retry_conflicts
@@ -68,7 +69,9 @@ def append_chunks(
         properties.update(
             {WRITE_ID: write_id, COMMIT_SEQ: commit_seq, STORED_COLUMNS: held.columns}
         )
-        return _commit(spark, store, key_path, partition, held, properties, later_columns)
+        # the chunks' marker rows gave the properties their bounds; they are not stored
+        rows = sqlserver_source.snapshot_rows(held)
+        return _commit(spark, store, key_path, partition, rows, properties, later_columns)
     finally:
         held.unpersist()
 

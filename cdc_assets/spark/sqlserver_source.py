@@ -84,6 +84,7 @@ __all__ = [
     "snapshot_bounds",
     "snapshot_frame_schema",
     "snapshot_rows",
+    "snapshot_rows_in_driver",
     "snapshot_summary",
     "unwrap_source_error",
 ]
@@ -440,14 +441,18 @@ def drop_snapshot_columns(df: DataFrame) -> DataFrame:
     return snapshot_rows(df).drop(*SNAPSHOT_COLUMNS)
 
 
-def drop_snapshot_columns_in_driver(rows: RowsInDriver) -> RowsInDriver:
-    """:func:`drop_snapshot_columns` of a snapshot read in the driver."""
+def snapshot_rows_in_driver(table: pa.Table) -> pa.Table:
+    """:func:`snapshot_rows` of a snapshot read in the driver."""
     import pyarrow.compute as pc
 
+    return table.filter(pc.field(SNAPSHOT_LSN).is_null())
+
+
+def drop_snapshot_columns_in_driver(rows: RowsInDriver) -> RowsInDriver:
+    """:func:`drop_snapshot_columns` of a snapshot read in the driver."""
+
     def read() -> pa.Table:
-        table = rows.read()
-        kept = table.filter(pc.field(SNAPSHOT_LSN).is_null())
-        return kept.drop_columns(list(SNAPSHOT_COLUMNS))
+        return snapshot_rows_in_driver(rows.read()).drop_columns(list(SNAPSHOT_COLUMNS))
 
     schema = StructType([f for f in rows.schema.fields if f.name not in SNAPSHOT_COLUMNS])
     return RowsInDriver(schema, read)
