@@ -313,10 +313,7 @@ def _change_log_step(
                     )
             if failed and lsn_range is None:
                 # a snapshot run has no mirrors step to name them: it fails here
-                raise Failure(
-                    description=f"{len(failed)} of {len(selected)} tables not snapshotted (the "
-                    "others were): " + " | ".join(failed.values())
-                )
+                raise Failure(description=_not_snapshotted(list(failed.values()), len(selected)))
         finally:
             conns.close()
             conn.close()
@@ -325,6 +322,16 @@ def _change_log_step(
 
 
 Event = Output | AssetCheckResult | AssetMaterialization | LogLine
+
+
+def _not_snapshotted(failures: list[str], selected: int) -> str:
+    """A snapshot run's failure: its tables' messages, after how many of how many failed."""
+    if len(failures) == selected:
+        head = "not snapshotted" if selected == 1 else f"none of the {selected} tables snapshotted"
+    else:
+        head = f"{len(failures)} of {selected} tables not snapshotted (the others were)"
+    return f"{head}: " + " | ".join(failures)
+
 
 _LIVE_LOCK = threading.Lock()  # one table's worker thread at a time writes to the step's log
 
