@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from . import errors, faults
-from .plan import Result
-from .session import Session
+from .session.session import Session
+from .translate.plan import Result
 
 apilevel = "2.0"
 threadsafety = 1

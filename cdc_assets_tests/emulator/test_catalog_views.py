@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator import Connection, system_views
+from cdc_assets.emulator import Connection
+from cdc_assets.emulator.catalog import system_views
 from cdc_assets_tests.emulator.conftest import ORDERS_DDL, enable_cdc
 
 _OBJECT = (

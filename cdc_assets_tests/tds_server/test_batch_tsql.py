@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cdc_assets.emulator.catalog_procedures import (
+from cdc_assets.emulator.procedures.catalog_procedures import (
     DATATYPE_INFO_COLUMNS,
     SP_COLUMNS_100_COLUMNS,
     SP_COLUMNS_COLUMNS,
