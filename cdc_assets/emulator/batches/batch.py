@@ -27,7 +27,14 @@ from sqlglot.dialects.tsql import TSQL
 from sqlglot.tokens import Token, TokenType
 
 from .. import errors
-from .batch_statement import Statement, control_length, renamed_statement, token_keywords
+from .batch_statement import (
+    ALWAYS_NEW,
+    STATEMENT_WORDS,
+    Statement,
+    control_length,
+    renamed_statement,
+    token_keywords,
+)
 from .variable_statements import (
     assigns_variables,
     declare_statements,
@@ -47,21 +54,6 @@ def split(sql: str) -> tuple[Statement, ...]:
     return tuple(_Parser(sql, tokens).batch())
 
 
-# words that always start a statement (T-SQL needs no ';' between statements)
-_ALWAYS_NEW = frozenset(
-    [
-        *("DECLARE", "IF", "USE", "PRINT", "RETURN", "BEGIN", "COMMIT", "ROLLBACK", "SAVE"),
-        *("TRUNCATE", "WHILE", "RAISERROR", "THROW", "BREAK", "CONTINUE", "WAITFOR"),
-    ]
-)
-# words that start the statement an IF runs (its condition ends before the first at depth 0)
-_STATEMENT_WORDS = frozenset(
-    [
-        *_ALWAYS_NEW - {"IF"},
-        *("IF", "SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "SET", "EXEC", "EXECUTE"),
-        *("CREATE", "DROP", "ALTER", "WITH"),
-    ]
-)
 _SELECT_CONTINUES = ("UNION", "ALL", "EXCEPT", "INTERSECT", "AS", "FOR")
 _GRANTS = ("GRANT", "DENY", "REVOKE")
 _DML = ("SELECT", "INSERT", "UPDATE", "DELETE", "MERGE")
@@ -133,7 +125,7 @@ class _Parser:
             kind = self.tokens[j].token_type
             depth += kind == TokenType.L_PAREN
             depth -= kind == TokenType.R_PAREN
-            if depth == 0 and j > start and self.words[j] in _STATEMENT_WORDS:
+            if depth == 0 and j > start and self.words[j] in STATEMENT_WORDS:
                 break
             j += 1
         if j >= len(self.tokens):
@@ -182,7 +174,7 @@ class _Parser:
                     return j
                 if not main and word in _DML:
                     main = word
-                elif word in _ALWAYS_NEW and not (word == "IF" and first in ("DROP", "ALTER")):
+                elif word in ALWAYS_NEW and not (word == "IF" and first in ("DROP", "ALTER")):
                     return j  # (DROP TABLE IF EXISTS, ALTER TABLE ... DROP COLUMN IF EXISTS)
                 elif word == "SET":
                     if main not in ("UPDATE", "ALTER", "MERGE") or seen_set:

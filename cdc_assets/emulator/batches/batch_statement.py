@@ -16,6 +16,21 @@ from .. import errors
 PARAM_PREFIX = "__p"
 
 _TRAN_WORDS = {"TRAN", "TRANSACTION", "WORK"}
+# words that always start a statement (T-SQL needs no ';' between statements)
+ALWAYS_NEW = frozenset(
+    [
+        *("DECLARE", "IF", "USE", "PRINT", "RETURN", "BEGIN", "COMMIT", "ROLLBACK", "SAVE"),
+        *("TRUNCATE", "WHILE", "RAISERROR", "THROW", "BREAK", "CONTINUE", "WAITFOR"),
+    ]
+)
+# words that start the statement an IF runs (its condition ends before the first at depth 0)
+STATEMENT_WORDS = frozenset(
+    [
+        *ALWAYS_NEW,
+        *("SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "SET", "EXEC", "EXECUTE"),
+        *("CREATE", "DROP", "ALTER", "WITH"),
+    ]
+)
 _NOOP_SET_OPTIONS = {
     "NOCOUNT",
     "XACT_ABORT",
@@ -29,6 +44,7 @@ _NOOP_SET_OPTIONS = {
     "TEXTSIZE",
     "DATEFORMAT",
     "DEADLOCK_PRIORITY",
+    "CURSOR_CLOSE_ON_COMMIT",  # pymssql sends it; it concerns server cursors, which it has none of
 }
 _LEVELS = {
     "READ COMMITTED": "READ COMMITTED",
@@ -97,7 +113,15 @@ def control_length(tokens: list[Token], i: int) -> int:
         return token_word(tokens[j]) if j < n else ""
 
     def optional_name(j: int) -> int:
-        if j < n and tokens[j].token_type in (TokenType.VAR, TokenType.IDENTIFIER):
+        """After the name of a transaction or savepoint, if there is one (``BEGIN TRAN IF ...``
+        and ``COMMIT TRAN END`` name none: a statement or the block's end follows)."""
+        if j < n and tokens[j].token_type == TokenType.IDENTIFIER:
+            return j + 1
+        if (
+            j < n
+            and tokens[j].token_type == TokenType.VAR
+            and token_word(tokens[j]) not in (*STATEMENT_WORDS, "END", "ELSE")
+        ):
             return j + 1
         return j
 

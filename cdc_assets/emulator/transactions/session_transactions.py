@@ -267,10 +267,18 @@ class TransactionControl:
             if self.tx is None:
                 raise errors.no_transaction("ROLLBACK")
             name = control[1]
-            if isinstance(name, str) and name.lower() in (s.lower() for s in self.tx.savepoints):
-                self._rollback_to(self.tx, name)
-            else:
+            if not isinstance(name, str):
                 self.rollback_transaction()
+            elif name.lower() in (s.lower() for s in self.tx.savepoints):
+                self._rollback_to(self.tx, name)  # the transaction stays open, count unchanged
+            elif self.tx.name is not None and name.lower() == self.tx.name.lower():
+                self.rollback_transaction()
+            else:
+                raise errors.server_error(
+                    6401,
+                    f"Cannot roll back {name}. No transaction or savepoint of that name was found.",
+                    sqlstate="25000",
+                )
         elif kind == "save":
             self.implicit_transaction()
             self._save(str(control[1]))
