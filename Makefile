@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/setup.sh scripts/install_jars.sh scripts/jars/pom.xml scripts/jars/s3/pom.xml scripts/jars/jdbc/pom.xml
+$(STAMP): pyproject.toml scripts/setup.sh scripts/install_jars.sh scripts/jars/pom.xml scripts/jars/s3/pom.xml scripts/jars/jdbc/pom.xml scripts/jars/debezium/pom.xml
 	bash scripts/setup.sh
 	touch $(STAMP)
 
