@@ -45,7 +45,7 @@ public final class DebeziumProbe {
         // values in forms a comparison can read back exactly
         props.setProperty("decimal.handling.mode", "string");
         props.setProperty("binary.handling.mode", "hex");
-        props.setProperty("time.precision.mode", "adaptive");
+        props.setProperty("time.precision.mode", "isostring");  // 0001-01-01 too (adaptive overflows)
         props.setProperty("key.converter.schemas.enable", "false");
         props.setProperty("value.converter.schemas.enable", "false");
         for (String extra : System.getProperty("probe.extra", "").split(";")) {
