@@ -35,6 +35,12 @@ from .batch_statement import (
     renamed_statement,
     token_keywords,
 )
+from .control_statements import (
+    print_statement,
+    raiserror_statement,
+    throw_statement,
+    waitfor_statement,
+)
 from .variable_statements import (
     assigns_variables,
     declare_statements,
@@ -44,11 +50,22 @@ from .variable_statements import (
 )
 
 
+class _Tokenizer(TSQL.Tokenizer):  # type: ignore[name-defined,misc]
+    """sqlglot's T-SQL tokens, except that ``END`` (after a ``;``) and ``PRINT`` (at the start)
+    stay words: sqlglot takes them as commands and makes the rest of the text one string
+    (``...; END TRY``, ``PRINT 'x' SELECT 1``)."""
+
+    COMMANDS = TSQL.Tokenizer.COMMANDS - {TokenType.END, TokenType.COMMAND}
+
+
+_DIALECT = TSQL()
+
+
 @lru_cache(maxsize=2048)
 def split(sql: str) -> tuple[Statement, ...]:
     """Split ``sql`` into statements (cached: the same texts are sent again and again)."""
     try:
-        tokens = TSQL().tokenize(sql)
+        tokens = _Tokenizer(dialect=_DIALECT).tokenize(sql)
     except Exception as exc:  # the tokenizer's error type varies across sqlglot versions
         raise errors.server_error(102, f"Incorrect syntax: {exc}") from None
     return tuple(_Parser(sql, tokens).batch())
@@ -95,8 +112,10 @@ class _Parser:
         following = self.words[self.i + 1] if self.i + 1 < len(self.tokens) else ""
         if word == "IF":
             return [self._if()]
-        if word == "BEGIN" and following in ("TRY", "CATCH"):
-            raise errors.not_supported("BEGIN TRY ... END TRY / BEGIN CATCH ... END CATCH")
+        if word == "BEGIN" and following == "TRY":
+            return [self._try()]
+        if word == "WHILE":
+            return [self._while()]
         if word == "BEGIN" and following not in _BLOCK_NOT:
             self.i += 1
             body = self._until(())
@@ -108,17 +127,15 @@ class _Parser:
                 raise errors.server_error(102, "Incorrect syntax near 'END'.")
             self.i += 1
             return [_block(body)]
-        if word == "WHILE":
-            raise errors.not_supported("WHILE loops")
         length = control_length(self.tokens, self.i)
         end = self.i + length if length else self._simple_end(self.i)
         part = self.tokens[self.i : end]
         self.i = end
         return _simple(self.sql, part, self.counter)
 
-    def _if(self) -> Statement:
-        """``IF condition statement [ELSE statement]``: ``("if", test, then, else)``, the test a
-        SELECT of 1 or 0; each branch one statement or a BEGIN ... END block."""
+    def _condition(self) -> Statement:
+        """The condition of the IF or WHILE at ``self.i``, as a SELECT of 1 or 0; ``self.i``
+        moves to the statement it governs."""
         start = self.i + 1
         depth, j = 0, start
         while j < len(self.tokens):
@@ -131,12 +148,17 @@ class _Parser:
         if j >= len(self.tokens):
             raise errors.server_error(102, "Incorrect syntax near the end of the IF statement.")
         condition = renamed_statement(self.sql, self.tokens[start:j], self.counter)
-        test = Statement(
+        self.i = j
+        return Statement(
             text=f"SELECT CASE WHEN {condition.text} THEN 1 ELSE 0 END",
             control=None,
             param_count=condition.param_count,
         )
-        self.i = j
+
+    def _if(self) -> Statement:
+        """``IF condition statement [ELSE statement]``: ``("if", test, then, else)``, the test a
+        SELECT of 1 or 0; each branch one statement or a BEGIN ... END block."""
+        test = self._condition()
         then = _block(self._one())
         self._skip_semicolons()
         otherwise: Statement | None = None
@@ -148,6 +170,40 @@ class _Parser:
             otherwise = _block(self._one())
         count = test.param_count + then.param_count + (otherwise.param_count if otherwise else 0)
         return Statement(text=self.sql, control=("if", test, then, otherwise), param_count=count)
+
+    def _while(self) -> Statement:
+        """``WHILE condition statement``: ``("while", test, body)``; BREAK and CONTINUE in the
+        body end the loop or its round."""
+        test = self._condition()
+        body = _block(self._one())
+        count = test.param_count + body.param_count
+        return Statement(text=self.sql, control=("while", test, body), param_count=count)
+
+    def _expect(self, *words: str) -> None:
+        for word in words:
+            if self.i >= len(self.tokens) or self.words[self.i] != word:
+                near = self.tokens[self.i].text if self.i < len(self.tokens) else "the end"
+                raise errors.server_error(102, f"Incorrect syntax near '{near}'.")
+            self.i += 1
+
+    def _try(self) -> Statement:
+        """``BEGIN TRY ... END TRY BEGIN CATCH ... END CATCH``: ``("try", body, handler)``."""
+        self.i += 2
+        body = self._until(())
+        self._expect("END", "TRY")
+        self._skip_semicolons()
+        self._expect("BEGIN", "CATCH")
+        handler = self._until(())
+        self._expect("END", "CATCH")
+        if not body:
+            raise errors.server_error(102, "Incorrect syntax near 'END TRY'.")
+        empty = Statement(text="", control=("block", ()), param_count=0)
+        count = sum(s.param_count for s in (*body, *handler))
+        return Statement(
+            text=self.sql,
+            control=("try", _block(body), _block(handler) if handler else empty),
+            param_count=count,
+        )
 
     def _simple_end(self, start: int) -> int:
         """Where the statement starting at ``start`` ends: at ``;``, at END / ELSE of an
@@ -205,6 +261,14 @@ class _Parser:
         return j
 
 
+_VALUE_STATEMENTS = {
+    "PRINT": print_statement,
+    "THROW": throw_statement,
+    "RAISERROR": raiserror_statement,
+    "WAITFOR": waitfor_statement,
+}
+
+
 def _block(statements: list[Statement]) -> Statement:
     if len(statements) == 1:
         return statements[0]
@@ -230,6 +294,10 @@ def _simple(sql: str, tokens: list[Token], counter: list[int]) -> list[Statement
         at = 2 if len(words) > 1 and words[1] == "INTO" else 1
         if at < len(tokens) and tokens[at].token_type == TokenType.PARAMETER:
             return [insert_variable_statement(sql, tokens, at, counter)]
+    if first in ("BREAK", "CONTINUE", "RETURN") and len(tokens) == 1:
+        return [Statement(text="", control=(first.lower(),), param_count=0)]
+    if first in _VALUE_STATEMENTS:
+        return [_VALUE_STATEMENTS[first](sql, tokens, counter)]
     if first == "USE" and len(tokens) == 2:
         return [Statement(text="", control=("use", tokens[1].text), param_count=0)]
     statement = renamed_statement(sql, tokens, counter)

@@ -68,6 +68,7 @@ from ..translate.plan import Plan, Result, Slot
 from ..translate.translate import Translator
 from ..values import types as T
 from ..values.untyped_values import adapt_untyped
+from .control_flow import ControlFlow, Message, Return
 from .session_functions import SessionFunctions
 
 _PLAN_CACHE: OrderedDict[tuple[str, int, str, str, str], Plan] = OrderedDict()
@@ -76,7 +77,7 @@ _PLAN_LOCK = threading.Lock()
 _SPIDS = itertools.count(51)
 
 
-class Session(TransactionControl, SessionFunctions):
+class Session(TransactionControl, SessionFunctions, ControlFlow):
     """The engine behind one DB-API connection."""
 
     def __init__(
@@ -97,6 +98,15 @@ class Session(TransactionControl, SessionFunctions):
         self._statement_tran_id: int | None = None
         self.last_commit_lsn: int | None = None
         self.variables: BatchVariables | None = None  # while a batch runs
+        # while a batch runs: its results so far, messages not yet sent, the errors its CATCH
+        # blocks handle, @@ERROR, @@ROWCOUNT, the DECLAREs run (a loop declares once)
+        self.out: list[Result] | None = None
+        self.messages: list[Message] = []
+        self.counting = False
+        self.caught: list[errors.Error] = []
+        self.last_error = 0
+        self.rowcount = 0
+        self.declared: set[int] = set()
         self._register_functions()
         bootstrap.bootstrap(self.db)
 
@@ -151,20 +161,35 @@ class Session(TransactionControl, SessionFunctions):
                 "(0) (SQLExecDirectW)",
                 0,
             )
-        results: list[Result] = []
-        with self._batch(len(params)) as variables:
-            for statement in statements:
-                for result in self.run(statement, params):
-                    results.append(result)
-                    results.extend(result.more)  # a procedure's further result sets
-            if variables.tables:  # their rows must be read before the batch drops them
-                for result in results:
-                    if result.rows is not None and not isinstance(result.rows, list):
-                        result.rows = list(result.rows)
+        results = self._run_batch(statements, params, counting="ROWCOUNT" in sql.upper())
         if len(results) > 1:  # only the last result set may stay a live SQLite cursor
             for result in results[:-1]:
                 if result.rows is not None and not isinstance(result.rows, list):
                     result.rows = list(result.rows)
+        return results
+
+    def _run_batch(
+        self, statements: Sequence[Statement], params: Sequence[Any], *, counting: bool = False
+    ) -> list[Result]:
+        """Run one batch's statements; the results a client sees, in order (informational
+        messages with the result that follows them, or in a last empty result)."""
+        results: list[Result] = []
+        self.out, self.messages, self.counting = results, [], counting
+        self.caught, self.last_error, self.rowcount, self.declared = [], 0, 0, set()
+        with self._batch(len(params)) as variables:
+            try:
+                for statement in statements:
+                    self.run(statement, params)
+            except Return:
+                pass
+            finally:
+                self.out = None
+            if self.messages:
+                results.append(Result(None, None, -1, messages=tuple(self.messages)))
+            if variables.tables:  # their rows must be read before the batch drops them
+                for result in results:
+                    if result.rows is not None and not isinstance(result.rows, list):
+                        result.rows = list(result.rows)
         return results
 
     @contextmanager
@@ -178,37 +203,60 @@ class Session(TransactionControl, SessionFunctions):
             self.variables = None
             variables.drop()
 
-    def run(self, statement: Statement, params: Sequence[Any]) -> list[Result]:
-        """Run one statement of the current batch; its results (blocks may have several)."""
+    def run(self, statement: Statement, params: Sequence[Any]) -> None:
+        """Run one statement of the current batch; what it returns goes to the batch's results."""
         self._statement_tran_id = None
         self._udf_error = None
         control = statement.control
         if control is not None and control[0] in _BATCH_CONTROL:
-            return self._batch_control(control, params)
-        if control is not None:
+            self._batch_control(control, params)
+        elif control is not None and control[0] in _CONTROL_FLOW:
+            self.control_flow(control, params)
+        elif control is not None:
             self._control(control)
-            return []
+            self.rowcount = 0
+        else:
+            result = self.evaluate(statement, params)
+            if result is not None:
+                self._emit(result)
+        if control is None or control[0] not in ("try", "block", "if", "while"):
+            self.last_error = 0
+
+    def evaluate(self, statement: Statement, params: Sequence[Any]) -> Result | None:
+        """Run one plain statement; its result, not yet the client's (IF tests, assignments)."""
         variables = self.variables
         if variables is not None:
             params = variables.arguments(params)
-        result = self._statement(statement, params)
-        return [] if result is None else [result]
+        return self._statement(statement, params)
 
-    def _batch_control(self, control: tuple[Any, ...], params: Sequence[Any]) -> list[Result]:
-        """IF, blocks, variables and USE (see :mod:`.batch`)."""
+    def _emit(self, result: Result) -> None:
+        """``result`` goes to the client, after the messages printed before it."""
+        result.messages = tuple(self.messages)
+        self.messages.clear()
+        if result.columns is not None:
+            if self.counting:  # @@ROWCOUNT is read in this batch: count the rows
+                if not isinstance(result.rows, list):
+                    result.rows = list(result.rows)
+                self.rowcount = len(result.rows)
+        else:
+            self.rowcount = max(result.rowcount, 0)
+        assert self.out is not None
+        self.out.append(result)
+        self.out.extend(result.more)  # a procedure's further result sets
+
+    def _batch_control(self, control: tuple[Any, ...], params: Sequence[Any]) -> None:
+        """IF, blocks, variables and USE (see :mod:`..batches.batch`)."""
         kind = control[0]
         if kind == "if":
             _, test, then, otherwise = control
-            (result,) = self.run(test, params)
-            assert result.rows is not None
-            (chosen,) = next(iter(result.rows))
-            branch = then if chosen == 1 else otherwise
-            return [] if branch is None else self.run(branch, params)
+            branch = then if self.values(test, params)[0] == 1 else otherwise
+            if branch is not None:
+                self.run(branch, params)
+            return
         if kind == "block":
-            results: list[Result] = []
             for statement in control[1]:
-                results.extend(self.run(statement, params))
-            return results
+                self.run(statement, params)
+            return
         if kind == "use":
             name = str(control[1])
             if name.lower() != self.db_name.lower():
@@ -217,47 +265,53 @@ class Session(TransactionControl, SessionFunctions):
                     f"Database '{name}' does not exist. Make sure that the name is entered "
                     "correctly.",
                 )
-            return []
+            self.rowcount = 0
+            return
         variables = self.variables
         if variables is None:  # executemany outside a batch never gets here
             raise errors.server_error(0, "variables outside a batch")
         if kind == "declare":
             _, name, type_text, value = control
-            variables.declare(name, type_text)
+            if id(control) not in self.declared:  # a DECLARE in a loop declares once
+                variables.declare(name, type_text)
+                self.declared.add(id(control))
             if value is not None:
                 self._assign((name,), value, params)
-            return []
+            return
         if kind == "declare_table":
-            variables.declare_table(control[1], control[2])
-            return []
+            if id(control) not in self.declared:
+                variables.declare_table(control[1], control[2])
+                self.declared.add(id(control))
+            return
         if kind == "assign":
             self._assign(control[1], control[2], params)
-            return []
+            return
         if kind == "insert_variable":
             _, name, columns, source = control
             variables.view().table(name)  # 1087 before the source runs
-            rows: list[Sequence[Any]] = []
-            for result in self.run(source, params):
-                if result.rows is not None:
-                    rows.extend(result.rows)
-            return [Result(None, None, variables.insert(name, columns, rows), "INSERT")]
+            result = self.evaluate(source, params)
+            rows = list(result.rows) if result is not None and result.rows is not None else []
+            count = variables.insert(name, columns, rows)
+            self._emit(Result(None, None, count, "INSERT"))
+            return
         raise errors.server_error(0, f"unknown batch statement {kind}")
 
     def _assign(self, names: Sequence[str], select: Statement, params: Sequence[Any]) -> None:
         """``SET @v = ...`` / ``SELECT @a = x, @b = y ...``: the last row's values (no row: the
-        variables keep theirs, as in SQL Server)."""
+        variables keep theirs, as in SQL Server); @@ROWCOUNT the rows read."""
         variables = self.variables
         assert variables is not None
         for name in names:
             variables.scalar(name)  # 137 before the query runs
-        last = None
-        for result in self.run(select, params):
-            if result.rows is not None:
-                for row in result.rows:
-                    last = row
+        last, count = None, 0
+        result = self.evaluate(select, params)
+        if result is not None and result.rows is not None:
+            for row in result.rows:
+                last, count = row, count + 1
         if last is not None:
             for name, value in zip(names, last, strict=True):
                 variables.assign(name, value)
+        self.rowcount = count
 
     def _statement(self, statement: Statement, params: Sequence[Any]) -> Result | None:
         cat = self.refresh_catalog()
@@ -367,11 +421,9 @@ class Session(TransactionControl, SessionFunctions):
         for params in seq_of_params:
             if len(statements) == 1 and statements[0].param_count != len(params):
                 self.execute(sql, params)  # raises the COUNT error
-            with self._batch(len(params)):
-                for statement in statements:
-                    for result in self.run(statement, params):
-                        if result.rowcount >= 0:
-                            total += result.rowcount
+            for result in self._run_batch(statements, params):
+                if result.columns is None and result.rowcount >= 0:
+                    total += result.rowcount
         return total
 
     # ------------------------------------------------------------------------------------------
@@ -441,4 +493,7 @@ class Session(TransactionControl, SessionFunctions):
 
 _BATCH_CONTROL = frozenset(
     ("if", "block", "use", "declare", "declare_table", "assign", "insert_variable")
+)
+_CONTROL_FLOW = frozenset(
+    ("while", "try", "break", "continue", "return", "print", "throw", "raiserror", "waitfor")
 )

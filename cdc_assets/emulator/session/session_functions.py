@@ -35,6 +35,9 @@ class SessionFunctions:
     _udf_error: BaseException | None
     _statement_tran_id: int | None
     next_seq: Callable[[], int]
+    rowcount: int
+    last_error: int
+    error_info: Callable[[str], Any]
 
     def _guard(self, fn: Any) -> Any:
         def call(*args: Any) -> Any:
@@ -58,6 +61,10 @@ class SessionFunctions:
         db.create_function("_emu_tran_savepoint_lsn", 0, self._fn_savepoint_lsn)
         db.create_function("_emu_trancount", 0, lambda: self.tx.trancount if self.tx else 0)
         db.create_function("_emu_spid", 0, lambda: self.spid)
+        db.create_function("_emu_rowcount", 0, lambda: self.rowcount)
+        db.create_function("_emu_error", 0, lambda: self.last_error)
+        db.create_function("_emu_error_info", 1, self._guard(self.error_info))
+        db.create_function("_emu_xact_state", 0, lambda: 1 if self.tx is not None else 0)
         db.create_function("_emu_login_time", 0, lambda: self.login_time)
         db.create_function("_emu_isolation_level", 0, self._fn_isolation_level)
         db.create_function("_emu_login", 0, lambda: self.login)

@@ -420,8 +420,9 @@ class ExpressionTranslation(TranslatorCore):
         for branch in branches:
             if branch is None or self.is_value(branch):
                 continue
-            probe = branch.copy()
-            _, t = type(self)(self.catalog, self.db_name).expr(probe, scope)
+            prober = type(self)(self.catalog, self.db_name)
+            prober.variables = self.variables  # ISNULL(@v, 0): the batch's variables too
+            _, t = prober.expr(branch.copy(), scope)
             if t is not None:
                 return t
         for branch in branches:

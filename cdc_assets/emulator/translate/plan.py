@@ -80,6 +80,7 @@ class Result:
     rowcount: int = -1
     command: str = ""  # INSERT / UPDATE / DELETE for a row count of those statements
     more: tuple[Result, ...] = ()
+    messages: tuple[Any, ...] = ()  # informational messages sent before it (PRINT ...)
 
     @classmethod
     def of(cls, columns: Sequence[tuple[str, SqlType]], rows: list[tuple[Any, ...]]) -> Result:

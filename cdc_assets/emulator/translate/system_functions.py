@@ -28,6 +28,14 @@ _NOW_FUNCS = {
     "SYSDATETIMEOFFSET": ("offset", SqlType("datetimeoffset", scale=7)),
 }
 
+_ERROR_FUNCTIONS = {
+    "ERROR_NUMBER": T.INT,
+    "ERROR_SEVERITY": T.INT,
+    "ERROR_STATE": T.INT,
+    "ERROR_LINE": T.INT,
+    "ERROR_MESSAGE": T.nvarchar(4000),
+    "ERROR_PROCEDURE": T.nvarchar(128),
+}
 # @@VERSION as SQL Server 2022 words it: version parsers (drivers, tools) read "SQL Server 2022"
 # and the "16.0.x.y" build from it
 PRODUCT_VERSION = "16.0.1000.6"
@@ -207,6 +215,10 @@ class SystemFunctionTranslation(ExpressionTranslation):
                 return exp.Anonymous(this="_emu_trancount", expressions=[]), T.INT
             if name == "SPID":
                 return exp.Anonymous(this="_emu_spid", expressions=[]), T.SMALLINT
+            if name == "ROWCOUNT":
+                return exp.Anonymous(this="_emu_rowcount", expressions=[]), T.INT
+            if name == "ERROR":
+                return exp.Anonymous(this="_emu_error", expressions=[]), T.INT
             if name == "VERSION":
                 return exp.Literal.string(VERSION_TEXT), T.nvarchar(300)
             if name == "SERVERNAME":
@@ -221,6 +233,12 @@ class SystemFunctionTranslation(ExpressionTranslation):
         args = list(node.expressions)
         if name in _NOW_FUNCS and not args:
             return self.now_function(name, want)
+        if name in _ERROR_FUNCTIONS and not args:  # of the error a CATCH block handles
+            field = name.removeprefix("ERROR_")
+            info = exp.Anonymous(this="_emu_error_info", expressions=[exp.Literal.string(field)])
+            return info, _ERROR_FUNCTIONS[name]
+        if name == "XACT_STATE" and not args:
+            return exp.Anonymous(this="_emu_xact_state", expressions=[]), T.SMALLINT
         if name == "NEWID" and not args:
             return exp.Anonymous(this="_emu_newid", expressions=[]), SqlType("uniqueidentifier")
         if name in ("TODATETIMEOFFSET", "SWITCHOFFSET") and len(args) == 2:
