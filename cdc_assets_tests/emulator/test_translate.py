@@ -136,7 +136,7 @@ def test_sql_server_errors(shop: Connection) -> None:
     "statement",
     [
         "SELECT * FROM customers CROSS APPLY (SELECT 1 AS x) AS a",
-        "SELECT DATEADD(day, 1, joined) FROM customers",
+        "SELECT DATEADD(nanosecond, 1, joined) FROM customers",
         "SELECT joined + 1 FROM customers",
         "DECLARE @c CURSOR",
         "ALTER DATABASE CURRENT SET READ_COMMITTED_SNAPSHOT ON",

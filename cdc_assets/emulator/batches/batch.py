@@ -41,6 +41,7 @@ from .control_statements import (
     throw_statement,
     waitfor_statement,
 )
+from .security_statements import security_statement
 from .variable_statements import (
     assigns_variables,
     declare_statements,
@@ -298,6 +299,9 @@ def _simple(sql: str, tokens: list[Token], counter: list[int]) -> list[Statement
         return [Statement(text="", control=(first.lower(),), param_count=0)]
     if first in _VALUE_STATEMENTS:
         return [_VALUE_STATEMENTS[first](sql, tokens, counter)]
+    security = security_statement(tokens)
+    if security is not None:
+        return [security]
     if first == "USE" and len(tokens) == 2:
         return [Statement(text="", control=("use", tokens[1].text), param_count=0)]
     statement = renamed_statement(sql, tokens, counter)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..values import types as T
 from ..values.types import SqlType
-from . import constraint_views, session_views
+from . import constraint_views, principal_views, session_views
 
 
 @dataclass(frozen=True)
@@ -273,6 +273,7 @@ SYSTEM_OBJECTS: tuple[SystemObject, ...] = (
     ),
     *(SystemObject("sys", name, columns) for name, columns in constraint_views.OBJECTS),
     *(SystemObject("sys", name, columns) for name, columns in session_views.OBJECTS),
+    *(SystemObject("sys", name, columns) for name, columns in principal_views.OBJECTS),
     *(
         SystemObject("INFORMATION_SCHEMA", name, columns)
         for name, columns in (

@@ -6,7 +6,7 @@ whose definition changed since it was made.
 
 from __future__ import annotations
 
-from . import constraint_views, session_views
+from . import constraint_views, principal_views, session_views
 from .storage import quote
 from .system_objects import SYSTEM_OBJECTS
 
@@ -166,6 +166,7 @@ VIEWS.update(
 
 VIEWS.update(constraint_views.VIEWS)
 VIEWS.update(session_views.VIEWS)
+VIEWS.update(principal_views.VIEWS)
 VIEWS["sys.system_views"] = session_views.system_views_sql(
     [o.name for o in SYSTEM_OBJECTS if o.schema == "sys" and o.catalog is None]
 )

@@ -53,6 +53,8 @@ def _column_type(node: exp.ColumnDef, text: str) -> SqlType:
 def _default_sql(tr: Translator, value: exp.Expression, column_type: SqlType) -> str:
     while isinstance(value, exp.Paren):
         value = value.this
+    if isinstance(value, exp.CurrentTimestampLTZ):  # sqlglot's SYSDATETIMEOFFSET()
+        return f"(_emu_now('offset', '{column_type.sql}'))"
     if isinstance(value, exp.CurrentTimestamp) or (
         isinstance(value, exp.Anonymous)
         and value.name.upper()
@@ -86,6 +88,8 @@ def _default_definition(value: exp.Expression) -> str:
         value = value.this
     if isinstance(value, exp.CurrentTimestamp):
         return "(getdate())"
+    if isinstance(value, exp.CurrentTimestampLTZ):
+        return "(sysdatetimeoffset())"
     if isinstance(value, exp.Uuid):
         return "(newid())"
     if isinstance(value, exp.Anonymous) and not value.expressions:
@@ -120,12 +124,35 @@ def column_spec(tr: Translator, node: exp.ColumnDef, text: str) -> tuple[ColumnS
         elif isinstance(kind, exp.UniqueColumnConstraint):
             spec.unique = True
             spec.unique_name = constraint.name or None
+        elif isinstance(kind, exp.Reference):
+            check_reference(tr, kind, constraint.name or node.name)
         elif isinstance(kind, exp.CollateColumnConstraint):
             if "_CI_" not in kind.sql("tsql").upper():
                 raise errors.not_supported(f"the collation {quoted(kind, text)}")
         else:
             raise errors.not_supported(f"the column constraint {quoted(constraint, text)}")
     return spec, primary
+
+
+def check_reference(tr: Translator, reference: exp.Reference, constraint: str) -> None:
+    """A FOREIGN KEY / REFERENCES constraint is accepted when the table and the columns it
+    references exist (1767 / 1770 otherwise), and neither enforced nor listed in
+    ``sys.foreign_keys`` (see CONTRACT.md)."""
+    target = reference.this
+    table_node = target.this if isinstance(target, exp.Schema) else target
+    table = tr.catalog.find(table_node.name, table_node.db or None)
+    if table is None:
+        raise errors.server_error(
+            1767, f"Foreign key '{constraint}' references invalid table '{table_node.sql('tsql')}'."
+        )
+    names = {c.name.lower() for c in table.columns}
+    for column in target.expressions if isinstance(target, exp.Schema) else ():
+        if column.name.lower() not in names:
+            raise errors.server_error(
+                1770,
+                f"Foreign key '{constraint}' references invalid column '{column.name}' in "
+                f"referenced table '{table.display}'.",
+            )
 
 
 def _key_names(node: exp.Expression) -> list[str]:
@@ -170,6 +197,8 @@ def create_table(tr: Translator, node: exp.Create, text: str) -> Callable[[State
                     pk_name = item.name
                 elif isinstance(inner, (exp.UniqueColumnConstraint,)):
                     uniques.append((item.name or None, _unique_columns(inner)))
+                elif isinstance(inner, exp.ForeignKey) and inner.args.get("reference"):
+                    check_reference(tr, inner.args["reference"], item.name or name)
                 else:
                     raise errors.not_supported(f"the table constraint {quoted(item, text)}")
         elif isinstance(item, exp.PrimaryKey):

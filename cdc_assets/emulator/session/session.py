@@ -69,6 +69,7 @@ from ..translate.translate import Translator
 from ..values import types as T
 from ..values.untyped_values import adapt_untyped
 from .control_flow import ControlFlow, Message, Return
+from .security import Security
 from .session_functions import SessionFunctions
 
 _PLAN_CACHE: OrderedDict[tuple[str, int, str, str, str], Plan] = OrderedDict()
@@ -77,7 +78,7 @@ _PLAN_LOCK = threading.Lock()
 _SPIDS = itertools.count(51)
 
 
-class Session(TransactionControl, SessionFunctions, ControlFlow):
+class Session(TransactionControl, SessionFunctions, ControlFlow, Security):
     """The engine behind one DB-API connection."""
 
     def __init__(
@@ -107,6 +108,7 @@ class Session(TransactionControl, SessionFunctions, ControlFlow):
         self.last_error = 0
         self.rowcount = 0
         self.declared: set[int] = set()
+        self.context_db = self.db_name  # USE master ... (see .security)
         self._register_functions()
         bootstrap.bootstrap(self.db)
 
@@ -258,13 +260,11 @@ class Session(TransactionControl, SessionFunctions, ControlFlow):
                 self.run(statement, params)
             return
         if kind == "use":
-            name = str(control[1])
-            if name.lower() != self.db_name.lower():
-                raise errors.server_error(
-                    911,
-                    f"Database '{name}' does not exist. Make sure that the name is entered "
-                    "correctly.",
-                )
+            self.use(str(control[1]))
+            self.rowcount = 0
+            return
+        if kind in ("principal", "membership", "permission"):
+            self.principal_statement(control)
             self.rowcount = 0
             return
         variables = self.variables
@@ -492,7 +492,10 @@ class Session(TransactionControl, SessionFunctions, ControlFlow):
 
 
 _BATCH_CONTROL = frozenset(
-    ("if", "block", "use", "declare", "declare_table", "assign", "insert_variable")
+    (
+        *("if", "block", "use", "declare", "declare_table", "assign", "insert_variable"),
+        *("principal", "membership", "permission"),
+    )
 )
 _CONTROL_FLOW = frozenset(
     ("while", "try", "break", "continue", "return", "print", "throw", "raiserror", "waitfor")

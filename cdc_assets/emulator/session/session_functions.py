@@ -38,6 +38,8 @@ class SessionFunctions:
     rowcount: int
     last_error: int
     error_info: Callable[[str], Any]
+    principal_id: Callable[[str | None], int | None]
+    is_role_member: Callable[[str | None, str | None], int | None]
 
     def _guard(self, fn: Any) -> Any:
         def call(*args: Any) -> Any:
@@ -65,6 +67,8 @@ class SessionFunctions:
         db.create_function("_emu_error", 0, lambda: self.last_error)
         db.create_function("_emu_error_info", 1, self._guard(self.error_info))
         db.create_function("_emu_xact_state", 0, lambda: 1 if self.tx is not None else 0)
+        db.create_function("_emu_principal_id", 1, self._guard(self.principal_id))
+        db.create_function("_emu_is_rolemember", 2, self._guard(self.is_role_member))
         db.create_function("_emu_login_time", 0, lambda: self.login_time)
         db.create_function("_emu_isolation_level", 0, self._fn_isolation_level)
         db.create_function("_emu_login", 0, lambda: self.login)

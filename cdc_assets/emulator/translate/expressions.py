@@ -64,6 +64,7 @@ SYSTEM_FUNCTION_NODES: tuple[type[exp.Expression], ...] = (
     exp.CurrentTimestampLTZ,
     exp.CurrentSchema,
     exp.DateDiff,
+    exp.DateAdd,
     exp.CurrentTimestamp,
     exp.ObjectId,
     exp.CurrentUser,

@@ -106,6 +106,8 @@ class SystemFunctionTranslation(ExpressionTranslation):
             return self.object_id_function(node, scope)
         if isinstance(node, exp.CurrentUser):  # SUSER_SNAME(), SUSER_NAME(), CURRENT_USER
             return exp.Anonymous(this="_emu_login", expressions=[]), T.SYSNAME
+        if isinstance(node, exp.DateAdd):
+            return self.dateadd_function(node, scope, want)
         if isinstance(node, exp.Extract):  # DATEPART(unit, value)
             return self.datepart_function(node, scope)
         if isinstance(node, exp.Dot):
@@ -168,6 +170,23 @@ class SystemFunctionTranslation(ExpressionTranslation):
             return f"(({seconds} - ((({seconds}) % {size}) + {size}) % {size}) / {size})"
 
         return self.raw_node(f"SELECT {boundaries(end)} - {boundaries(start)}"), T.INT
+
+    def dateadd_function(
+        self, node: exp.DateAdd, scope: Scope, want: Want | None
+    ) -> tuple[exp.Expression, SqlType | None]:
+        """DATEADD(unit, number, value) of a date, datetime or datetime2 value: its type."""
+        unit_node = node.args.get("unit")
+        unit = (unit_node.name if unit_node is not None else "DAY").upper()
+        if unit not in offset_functions.ADD_UNITS:
+            raise errors.not_supported(f"the unit {unit} of {self.quote(node)}")
+        value, t = self.expr(node.this, scope, want)
+        if family(t) not in ("datetime", "date"):
+            raise errors.not_supported(f"{self.quote(node)} of {t.sql if t else 'untyped'} values")
+        number = self.expr(node.expression, scope, Want(T.INT))[0]
+        call = exp.Anonymous(
+            this="_emu_dateadd", expressions=[exp.Literal.string(unit), number, value]
+        )
+        return call, t
 
     def datepart_function(
         self, node: exp.Extract, scope: Scope
@@ -237,6 +256,14 @@ class SystemFunctionTranslation(ExpressionTranslation):
             field = name.removeprefix("ERROR_")
             info = exp.Anonymous(this="_emu_error_info", expressions=[exp.Literal.string(field)])
             return info, _ERROR_FUNCTIONS[name]
+        if name in ("DATABASE_PRINCIPAL_ID", "IS_ROLEMEMBER") and len(args) == (
+            1 if name == "DATABASE_PRINCIPAL_ID" else 2
+        ):  # the principals a script created (session.security)
+            values = [self.expr(a, scope, Want(T.SYSNAME))[0] for a in args]
+            function = (
+                "_emu_principal_id" if name == "DATABASE_PRINCIPAL_ID" else "_emu_is_rolemember"
+            )
+            return exp.Anonymous(this=function, expressions=values), T.INT
         if name == "XACT_STATE" and not args:
             return exp.Anonymous(this="_emu_xact_state", expressions=[]), T.SMALLINT
         if name == "NEWID" and not args:

@@ -119,6 +119,54 @@ def date_part(unit: str, value: str | None, kind: str) -> int | None:
     return parts[unit]
 
 
+_ADD_UNITS = {
+    "YEAR": ("months", 12), "YY": ("months", 12), "YYYY": ("months", 12),
+    "QUARTER": ("months", 3), "QQ": ("months", 3), "Q": ("months", 3),
+    "MONTH": ("months", 1), "MM": ("months", 1), "M": ("months", 1),
+    "DAY": ("days", 1), "DD": ("days", 1), "D": ("days", 1),
+    "DAYOFYEAR": ("days", 1), "DY": ("days", 1), "Y": ("days", 1),
+    "WEEKDAY": ("days", 1), "DW": ("days", 1), "W": ("days", 1),
+    "WEEK": ("days", 7), "WK": ("days", 7), "WW": ("days", 7),
+    "HOUR": ("ticks", 36_000_000_000), "HH": ("ticks", 36_000_000_000),
+    "MINUTE": ("ticks", 600_000_000), "MI": ("ticks", 600_000_000), "N": ("ticks", 600_000_000),
+    "SECOND": ("ticks", 10_000_000), "SS": ("ticks", 10_000_000), "S": ("ticks", 10_000_000),
+    "MILLISECOND": ("ticks", 10_000), "MS": ("ticks", 10_000),
+    "MICROSECOND": ("ticks", 10), "MCS": ("ticks", 10),
+}  # fmt: skip
+ADD_UNITS = frozenset(_ADD_UNITS)
+
+
+def date_add(unit: str, number: int | None, value: str | None) -> str | None:
+    """``DATEADD(unit, number, value)`` of a stored ``date``/``datetime``/``datetime2`` value, in
+    the same stored form (a month added to January 31st gives the month's last day, as in SQL
+    Server; 100 ns ticks, so NANOSECOND is not offered)."""
+    if value is None or number is None:
+        return None
+    kind, size = _ADD_UNITS[unit]
+    moment, fraction = _split(value)
+    if kind == "months":
+        months = moment.year * 12 + moment.month - 1 + int(number) * size
+        year, month = divmod(months, 12)
+        last = (dt.date(year + (month == 11), (month + 1) % 12 + 1, 1) - dt.timedelta(days=1)).day
+        moment = moment.replace(year=year, month=month + 1, day=min(moment.day, last))
+    elif kind == "days":
+        moment += dt.timedelta(days=int(number) * size)
+    else:
+        ticks = int(fraction) + int(number) * size
+        seconds, rest = divmod(ticks, 10_000_000)
+        moment += dt.timedelta(seconds=seconds)
+        fraction = f"{rest:07d}"
+    if not 1 <= moment.year <= 9999:
+        raise errors.server_error(
+            517, "Adding a value to a 'datetime' column caused an overflow.", sqlstate="22007"
+        )
+    if len(value.strip()) == 10:
+        return f"{moment:%Y-%m-%d}"
+    digits = len(value.strip()) - 20 if len(value.strip()) > 19 else 0
+    text = f"{moment:%Y-%m-%d %H:%M:%S}"
+    return f"{text}.{fraction[:digits]}" if digits > 0 else text
+
+
 UNITS = frozenset(
     (
         "YEAR",
@@ -144,3 +192,4 @@ def register(db: sqlite3.Connection) -> None:
     db.create_function("_emu_todto", 2, to_datetimeoffset, deterministic=True)
     db.create_function("_emu_switchoffset", 2, switch_offset, deterministic=True)
     db.create_function("_emu_datepart", 3, date_part, deterministic=True)
+    db.create_function("_emu_dateadd", 3, date_add, deterministic=True)
