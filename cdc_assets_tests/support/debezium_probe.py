@@ -238,9 +238,12 @@ def _instant_micros(text: str) -> int:
 
 def stored_canonical(value: Any, type_name: str) -> Any:
     """A value of the project's change log as Spark collects it (``datetimeoffset`` selected as
-    ``unix_micros``, ``time`` as stored text or a time) in the comparable form."""
+    ``unix_micros``, ``time`` as stored text or a time), or of a change table as the DB-API
+    returns it, in the comparable form."""
     if value is None:
         return None
+    if type_name == "datetimeoffset" and isinstance(value, dt.datetime):
+        return (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
     if type_name in ("binary", "varbinary", "image"):
         return bytes(value)
     if type_name == "real":
@@ -250,3 +253,54 @@ def stored_canonical(value: Any, type_name: str) -> Any:
     if type_name == "uniqueidentifier":
         return str(value).upper()
     return value
+
+
+Types = dict[str, str]  # column name -> SQL Server type name, in the table's column order
+OPS = {1: "d", 2: "c"}
+
+
+def change_events(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Change rows ``(start LSN, seqval, command id, operation, image)`` (images in the
+    comparable form) as Debezium's events ``(commit LSN, change LSN, command id, op, before,
+    after)``, in change-log order; an update's two rows are one event."""
+    ordered = sorted(rows, key=lambda r: (bytes(r[0]), r[2] or 0, bytes(r[1]), r[3]))
+    events: list[tuple[Any, ...]] = []
+    for start, seqval, command, operation, image in ordered:
+        position = (bytes(start), bytes(seqval), command)
+        if operation == 3:
+            events.append((*position, "u", image, None))
+        elif operation == 4:
+            if not events or events[-1][3] != "u" or events[-1][5] is not None:
+                raise AssertionError(f"an update's after image without its before: {position}")
+            events[-1] = (*events[-1][:5], image)
+        else:
+            before, after = (image, None) if operation == 1 else (None, image)
+            events.append((*position, OPS[operation], before, after))
+    return events
+
+
+def debezium_tuple(event: Event, types: Types) -> tuple[Any, ...]:
+    """A streamed event as ``(commit LSN, change LSN, op, before, after)``, comparable with
+    :func:`change_events`' without the command id."""
+
+    def image(values: dict[str, Any] | None) -> Any:
+        if values is None:
+            return None
+        return tuple(canonical(values[name], type_name) for name, type_name in types.items())
+
+    return (event.commit_lsn, event.change_lsn, event.op, image(event.before), image(event.after))
+
+
+def first_difference(table: str, names: list[str], theirs: list[Any], ours: list[Any]) -> str:
+    """Where Debezium's events of ``table`` first differ from the change log's."""
+    for n, (a, b) in enumerate(zip(theirs, ours, strict=False)):
+        if a != b:
+            columns = [
+                (names[i], x, y)
+                for image in (3, 4)
+                if a[image] and b[image]
+                for i, (x, y) in enumerate(zip(a[image], b[image], strict=True))
+                if x != y
+            ]
+            return f"{table}: event {n}: Debezium {a[:3]} vs ours {b[:3]}; columns {columns}"
+    return f"{table}: {len(theirs)} Debezium events, {len(ours)} in the change log"

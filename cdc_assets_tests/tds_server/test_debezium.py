@@ -34,13 +34,13 @@ from cdc_assets.workload import TRANSACTION_KINDS, TableDef
 from cdc_assets_tests.dagster.conftest import SOURCE, SyncHarness, make_harness
 from cdc_assets_tests.support.debezium_probe import (
     DebeziumRun,
-    canonical,
+    change_events,
     compile_probe,
+    debezium_tuple,
+    first_difference,
     stored_canonical,
 )
 from cdc_assets_tests.support.tds import PASSWORD, USER
-
-OPS = {1: "d", 2: "c"}
 
 
 @pytest.fixture(scope="session")
@@ -58,43 +58,26 @@ def served(
         yield harness, server
 
 
-def _types(table: TableDef) -> dict[str, tuple[str, int]]:
-    return {c.name: (c.base_type, c.scale) for c in table.columns}
+def _types(table: TableDef) -> dict[str, str]:
+    return {c.name: c.base_type for c in table.columns}
 
 
-def _debezium_image(image: dict[str, Any] | None, types: dict[str, tuple[str, int]]) -> Any:
-    if image is None:
-        return None
-    return tuple(canonical(image[name], types[name][0]) for name in types)
-
-
-def _collect(df: DataFrame, names: list[str], types: dict[str, tuple[str, int]]) -> list[Any]:
+def _collect(df: DataFrame, names: list[str], types: dict[str, str]) -> list[Any]:
     """Rows of ``df`` with the metadata columns ``names`` first, then the table's columns in
-    order (a ``datetimeoffset`` as its UTC epoch microseconds)."""
+    order as one image (a ``datetimeoffset`` as its UTC epoch microseconds)."""
     columns = [F.col(f"`{n}`") for n in names]
-    for name, (type_name, _) in types.items():
+    for name, type_name in types.items():
         column = F.col(f"`{name}`")
         columns.append(F.unix_micros(column) if type_name == "datetimeoffset" else column)
     found = []
     for row in df.select(*columns).collect():
-        head = tuple(row[: len(names)])
-        values = row[len(names) :]
-        found.append(
-            (
-                *head,
-                tuple(
-                    stored_canonical(v, t) for v, (t, _) in zip(values, types.values(), strict=True)
-                ),
-            )
-        )
+        values = zip(row[len(names) :], types.values(), strict=True)
+        found.append((*row[: len(names)], tuple(stored_canonical(v, t) for v, t in values)))
     return found
 
 
-def _our_events(
-    harness: SyncHarness, table: CapturedTable, types: dict[str, tuple[str, int]]
-) -> list[tuple[Any, ...]]:
-    """The change log's range partitions as Debezium's events: (commit LSN, change LSN,
-    command id, op, before, after), in the change log's order; an update's two rows are one."""
+def _our_events(harness: SyncHarness, table: CapturedTable, types: dict[str, str]) -> list[Any]:
+    """The change log's range partitions as Debezium's events (:func:`change_events`)."""
     keys = harness.instance.get_dynamic_partitions(partitions_name(SOURCE))
     rows: list[Any] = []
     for key in keys:
@@ -102,34 +85,7 @@ def _our_events(
             continue
         df = harness.source.store.read(harness.spark, table.change_log_key.path, key)
         rows += _collect(df, ["__$start_lsn", "__$seqval", "__$command_id", "__$operation"], types)
-    rows.sort(key=lambda r: (bytes(r[0]), r[2], bytes(r[1]), r[3]))
-    events: list[tuple[Any, ...]] = []
-    for start, seqval, command, operation, image in rows:
-        position = (bytes(start), bytes(seqval), command)
-        if operation == 3:
-            events.append((*position, "u", image, None))
-        elif operation == 4:
-            assert events and events[-1][3] == "u" and events[-1][5] is None, (table, rows)
-            events[-1] = (*events[-1][:5], image)
-        else:
-            before, after = (image, None) if operation == 1 else (None, image)
-            events.append((*position, OPS[operation], before, after))
-    return events
-
-
-def _difference(table: str, names: list[str], theirs: list[Any], ours: list[Any]) -> str:
-    """Where Debezium's events of ``table`` first differ from the change log's."""
-    for n, (a, b) in enumerate(zip(theirs, ours, strict=False)):
-        if a != b:
-            columns = [
-                (names[i], x, y)
-                for image in (3, 4)
-                if a[image] and b[image]
-                for i, (x, y) in enumerate(zip(a[image], b[image], strict=True))
-                if x != y
-            ]
-            return f"{table}: event {n}: Debezium {a[:3]} vs ours {b[:3]}; columns {columns}"
-    return f"{table}: {len(theirs)} Debezium events, {len(ours)} in the change log"
+    return change_events(rows)
 
 
 def test_debezium_agrees_with_the_change_logs(
@@ -176,22 +132,11 @@ def test_debezium_agrees_with_the_change_logs(
     for name, table in tables.items():
         types = _types(defs[name])
         mine = [e for e in streamed if e.table == name]
-        theirs = [
-            (
-                e.commit_lsn,
-                e.change_lsn,
-                e.op,
-                _debezium_image(e.before, types),
-                _debezium_image(e.after, types),
-            )
-            for e in mine
-        ]
+        theirs = [debezium_tuple(e, types) for e in mine]
         want = [(c, s, op, b, a) for c, s, _, op, b, a in ours[name]]
-        assert theirs == want, _difference(name, list(_types(defs[name])), theirs, want)
+        assert theirs == want, first_difference(name, list(types), theirs, want)
         snapshot = Counter(
-            _debezium_image(e.after, types)
-            for e in debezium.events
-            if e.table == name and e.op == "r"
+            debezium_tuple(e, types)[4] for e in debezium.events if e.table == name and e.op == "r"
         )
         df = harness.source.store.read(harness.spark, table.change_log_key.path, "snapshot")
         if SNAPSHOT_LSN in df.columns:  # the partition's marker row is no row of the table

@@ -1,22 +1,18 @@
 """pymssql 2.4.6 (FreeTDS 1.5 inside), with its defaults, against the TDS server: it connects
 (its connection settings include ``SET CURSOR_CLOSE_ON_COMMIT ON``), queries, reads the CDC
-functions with LSNs bound as parameters (pymssql inlines them into the batch as ``0x...``
-literals), and its transactions (autocommit off: BEGIN TRAN after each commit) commit and roll
-back as the in-process DB-API sees them."""
+functions with LSNs bound as parameters (as ``bytearray``, which pymssql inlines into the batch
+as ``0x...`` literals), and its transactions (autocommit off: BEGIN TRAN after each commit)
+commit and roll back as the in-process DB-API sees them."""
 
 from __future__ import annotations
 
-import ssl
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pymssql
 import pytest
 
-from cdc_assets import emulator
 from cdc_assets.tds_server import TdsServer
-from cdc_assets.workload import create_demo_database
+from cdc_assets.workload import Workload
 from cdc_assets_tests.support.tds import DATABASE, PASSWORD, USER
 
 CHANGES = (
@@ -26,28 +22,16 @@ CHANGES = (
 )
 
 
-@pytest.fixture
-def served(tmp_path: Path, tls_context: ssl.SSLContext) -> Iterator[tuple[Any, TdsServer]]:
-    path = tmp_path / f"{DATABASE}.db"
-    local = emulator.connect(path, autocommit=True)
-    workload = create_demo_database(local, seed=5, rows_per_table=8, polling_interval=None)
-    for _ in range(10):
-        workload.step()
-    while emulator.scan(path) > 0:
-        pass
-    with TdsServer(path, logins={USER: PASSWORD}, tls=tls_context) as server:
-        yield local, server
-    local.close()
-
-
 def _connect(server: TdsServer) -> Any:
     return pymssql.connect(
         server="127.0.0.1", port=server.port, user=USER, password=PASSWORD, database=DATABASE
     )
 
 
-def test_pymssql_reads_cdc_functions_with_lsn_parameters(served: tuple[Any, TdsServer]) -> None:
-    local, server = served
+def test_pymssql_reads_cdc_functions_with_lsn_parameters(
+    shop: tuple[Any, TdsServer, Workload],
+) -> None:
+    local, server, _ = shop
     conn = _connect(server)
     try:
         cursor = conn.cursor()
@@ -59,21 +43,22 @@ def test_pymssql_reads_cdc_functions_with_lsn_parameters(served: tuple[Any, TdsS
         low = cursor.fetchone()[0]
         assert isinstance(low, bytes) and len(low) == 10 and low < high
         assert high == local.execute("SELECT sys.fn_cdc_get_max_lsn()").fetchone()[0]
-        cursor.execute(CHANGES.format("%s", "%s"), (low, high))
+        # bytearray: pymssql inlines it as 0x...; bytes it may inline as a string literal
+        cursor.execute(CHANGES.format("%s", "%s"), (bytearray(low), bytearray(high)))
         got = [tuple(r) for r in cursor.fetchall()]
         want = [tuple(r) for r in local.execute(CHANGES.format("?", "?"), low, high).fetchall()]
         assert got == want and len(got) > 8
-        cursor.execute("SELECT sys.fn_cdc_increment_lsn(%s)", (high,))
+        cursor.execute("SELECT sys.fn_cdc_increment_lsn(%s)", (bytearray(high),))
         above = cursor.fetchone()[0]
         with pytest.raises(pymssql.OperationalError, match="313"):
-            cursor.execute(CHANGES.format("%s", "%s"), (above, above))
+            cursor.execute(CHANGES.format("%s", "%s"), (bytearray(above), bytearray(above)))
             cursor.fetchall()
     finally:
         conn.close()
 
 
-def test_pymssql_transactions_commit_and_roll_back(served: tuple[Any, TdsServer]) -> None:
-    local, server = served
+def test_pymssql_transactions_commit_and_roll_back(shop: tuple[Any, TdsServer, Workload]) -> None:
+    local, server, _ = shop
     conn = _connect(server)
     insert = (
         "INSERT INTO dbo.customers (customer_id, name, country, is_active, created_at, "
