@@ -221,6 +221,7 @@ def _cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
         script = parse_script(text, variables)
     except ScriptError as exc:
         raise UsageError(f"{args.script}: {exc}") from None
+    args.path.parent.mkdir(parents=True, exist_ok=True)
     conn = emulator.connect(args.path, autocommit=True)
     failed = False
     try:
