@@ -69,6 +69,7 @@ bench: setup
 	$(PY) benchmarks/snapshot_beside_ranges.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/freshness.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/freshness.py --variants demo --tps 20 $(if $(QUICK),--quick)
+	$(PY) benchmarks/debezium_peer.py $(if $(QUICK),--quick)
 
 clean:
 	rm -rf $(VENV) .demo
