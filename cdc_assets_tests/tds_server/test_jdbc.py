@@ -35,6 +35,14 @@ FIXED_SIZES = {
 }  # fmt: skip
 
 
+# the statements JdbcProbe's transaction modes run: set and read customer 7's name
+CUSTOMER_7_NAME = (
+    "UPDATE dbo.customers SET name = ? WHERE customer_id = ?",
+    "SELECT name FROM dbo.customers WHERE customer_id = ?",
+    "7",
+)
+
+
 def expected_size(column: ColumnDef) -> tuple[int, int | None]:
     """COLUMN_SIZE and DECIMAL_DIGITS of a demo column as SQL Server reports them."""
     base = column.base_type
@@ -157,9 +165,7 @@ def test_transaction_with_autocommit_off(demo: TdsServer, probe: Path) -> None:
         probe,
         "tx",
         url(demo.port),
-        "UPDATE dbo.customers SET name = ? WHERE customer_id = ?",
-        "SELECT name FROM dbo.customers WHERE customer_id = ?",
-        "7",
+        *CUSTOMER_7_NAME,
         "Bob",
         "Carl",
     )
@@ -191,9 +197,7 @@ def test_savepoints_keep_the_transaction_open(demo: TdsServer, db_path: Path, pr
         probe,
         "savepoint",
         url(demo.port),
-        "UPDATE dbo.customers SET name = ? WHERE customer_id = ?",
-        "SELECT name FROM dbo.customers WHERE customer_id = ?",
-        "7",
+        *CUSTOMER_7_NAME,
         "Bob",
         "Carl",
         "Dan",
