@@ -30,32 +30,22 @@ ADDED_COLUMN = "soak_note"
 ADDED_INSTANCE = "dbo_orders_v2"
 LOCATION = "cdc_assets"  # workspace.yaml's location_name
 
-RELOAD = """
-mutation ($name: String!) {
-  reloadRepositoryLocation(repositoryLocationName: $name) {
-    __typename
+# What the soak asks of a code location entry (the reload's answer, the status after it).
+ENTRY = """
     ... on WorkspaceLocationEntry {
       loadStatus
       locationOrLoadError { __typename ... on PythonError { message } }
-    }
-    ... on ReloadNotSupported { message }
-    ... on RepositoryLocationNotFound { message }
-    ... on UnauthorizedError { message }
-    ... on PythonError { message }
-  }
-}
-"""
-LOCATION_STATUS = """
-query ($name: String!) {
-  workspaceLocationEntryOrError(name: $name) {
-    __typename
-    ... on WorkspaceLocationEntry {
-      loadStatus
-      locationOrLoadError { __typename ... on PythonError { message } }
-    }
-  }
-}
-"""
+    }"""
+RELOAD = (
+    "mutation ($name: String!) { reloadRepositoryLocation(repositoryLocationName: $name) {"
+    f"  __typename {ENTRY}"
+    "  ... on ReloadNotSupported { message } ... on RepositoryLocationNotFound { message }"
+    "  ... on UnauthorizedError { message } ... on PythonError { message } } }"
+)
+LOCATION_STATUS = (
+    "query ($name: String!) { workspaceLocationEntryOrError(name: $name) {"
+    f"  __typename {ENTRY} }} }}"
+)
 
 
 def add_column(db: Path) -> dict[str, Any]:
