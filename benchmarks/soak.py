@@ -61,7 +61,7 @@ import soak_report as report  # noqa: E402
 from _common import capture, machine_line  # noqa: E402
 from freshness_report import percentile  # noqa: E402
 from soak_faults import add_column, kill_worker, reload_location  # noqa: E402
-from soak_samples import Recorder, last_commit_lsn, runs_in_flight  # noqa: E402
+from soak_samples import Recorder, last_commit_lsn, lsn_hex, runs_in_flight  # noqa: E402
 from soak_setup import (  # noqa: E402
     Ports,
     SoakConfig,
@@ -287,6 +287,9 @@ class Soak:
         if demo.stopping():
             return
         if not reached:
+            names = [t.name for t in self.source.tables]
+            at = self.recorder.positions[-1][1] if self.recorder.positions else []
+            self.final["mirrors_at"] = {n: lsn_hex(x) for n, x in zip(names, at, strict=False)}
             demo.say(
                 "soak: the mirrors did not reach the last commit in "
                 f"{self.args.drain_timeout:.0f} s"
@@ -363,11 +366,12 @@ def judged(soak: Soak, cfg: SoakConfig, keep_history: float) -> tuple[list[str],
                 f"{run.get('failure') or run['status']}"
             )
             lines.extend(f"      {c}" for c in run.get("failed_checks", [])[:3])
-    if soak.final:
+    if "last_lsn" in soak.final:
         drain = soak.final.get("drain_seconds")
+        when = f"{drain:.0f} s" if drain is not None else f"(never: {soak.final.get('mirrors_at')})"
         lines.append(
-            "after the workload stopped: every mirror at the last commit after "
-            + (f"{drain:.0f} s" if drain is not None else "(never)")
+            f"after the workload stopped: every mirror at the last commit "
+            f"({lsn_hex(soak.final['last_lsn'])}) after {when}"
         )
     lines.append("the last check:" if soak.results else "the last check: not made")
     lines.extend(f"  {k}: {v}" for k, v in soak.results.items())

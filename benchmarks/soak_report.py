@@ -134,8 +134,10 @@ class Window:
 
 
 def clock(seconds: float) -> str:
-    whole = max(0, round(seconds))
-    return f"{whole // 60:02d}:{whole % 60:02d}"
+    """``MM:SS`` (``-MM:SS`` before the soak's clock started)."""
+    whole = round(seconds)
+    sign, whole = ("-", -whole) if whole < 0 else ("", whole)
+    return f"{sign}{whole // 60:02d}:{whole % 60:02d}"
 
 
 def window_bounds(duration: float, length: float) -> list[tuple[float, float]]:

@@ -53,6 +53,8 @@ ROLES = (
     ("dagster dev", "dagster dev"),
     ("compute-log watchers", "watch_orphans.py"),  # a run's log capture: tail -F and its watcher
     ("compute-log watchers", "tail -F"),
+    ("step processes", "multiprocessing.spawn"),  # a job with Dagster's multiprocess executor
+    ("step processes", "multiprocessing.forkserver"),
 )
 
 
@@ -249,11 +251,13 @@ class Recorder:
         sample: dict[str, Any] = {"at": time.time(), "roles": {}}
         for name, pid in leaders.items():
             for p in live(descendants(pid, found)):
-                role = role_of(p) or name
+                role = role_of(p) or f"other ({name})"
                 rss = _rss(p.pid)
                 if rss is None:
                     continue
                 sample["roles"].setdefault(role, []).append(rss)
+                if role.startswith("other"):
+                    sample.setdefault("other", []).append(f"{rss >> 20} MB {p.command[:120]}")
         self.rss.append(sample)
 
     def sample_runs(self, instance: Any) -> None:
