@@ -74,6 +74,7 @@ from soak_setup import (  # noqa: E402
 from soak_verify import verify  # noqa: E402
 
 from cdc_assets.config import duration_seconds, load_config  # noqa: E402
+from cdc_assets.dagster.history import history_position  # noqa: E402
 from cdc_assets.dagster.sync.names import sync_job_name  # noqa: E402
 from cdc_assets.dagster.sync.source import Source, load_source  # noqa: E402
 from cdc_assets.process_group import listens  # noqa: E402
@@ -117,6 +118,7 @@ class Soak:
         self.cfg, self.schedule, self.ports, self.args = cfg, schedule, ports, args
         self.events: dict[str, Any] = {}
         self.t0: float | None = None
+        self.ended: float | None = None  # when the schedule ended (its end, or a stop)
         self.recorder: Recorder | None = None
         self.source: Source | None = None
         self.setup: dict[str, float] = {}
@@ -170,6 +172,7 @@ class Soak:
             f"({self.schedule.duration / 60:g} minutes)"
         )
         self.run_schedule(demo)
+        self.ended = time.time()
         if demo.stopping():
             return
         self.finish(demo)
@@ -179,8 +182,6 @@ class Soak:
         assert self.source is not None and self.recorder is not None
         if not self.recorder.positions or min(self.recorder.positions[-1][1]) < 0:
             return False
-        from cdc_assets.dagster.history import history_position
-
         return all(history_position(self.source, t) for t in self.source.history_tables)
 
     def now(self) -> float:
@@ -303,11 +304,15 @@ class Soak:
         self.results = verify(checked, demo.stopping)
 
     # -- printing ------------------------------------------------------------------------------
-    def windows(self, duration: float) -> list[report.Window]:
-        assert self.recorder is not None and self.source is not None and self.t0 is not None
-        r = self.recorder
+    def seen(self) -> list[report.CommitSeen]:
+        assert self.recorder is not None and self.source is not None
         names = [t.instance.name for t in self.source.tables]
-        seen = report.commits_seen(dict(r.commits), list(r.positions), names)
+        r = self.recorder
+        return report.commits_seen(dict(r.commits), list(r.positions), names)
+
+    def windows(self, duration: float, seen: list[report.CommitSeen]) -> list[report.Window]:
+        assert self.recorder is not None and self.t0 is not None
+        r = self.recorder
         return report.windows(
             self.t0, duration, self.schedule.window, seen, list(r.files), list(r.rss), dict(r.runs)
         )
@@ -317,7 +322,7 @@ class Soak:
         done = int((self.now() - 60) // self.schedule.window)
         if done <= self.printed or self.recorder is None:
             return
-        for w in self.windows(done * self.schedule.window)[self.printed : done]:
+        for w in self.windows(done * self.schedule.window, self.seen())[self.printed : done]:
             for line in report.window_lines(w):
                 demo.say(line)
         self.printed = done
@@ -329,10 +334,9 @@ def judged(soak: Soak, cfg: SoakConfig, keep_history: float) -> tuple[list[str],
     r, s = soak.recorder, soak.schedule
     if r is None or soak.t0 is None or soak.source is None:
         return ["soak: ended before its clock started; nothing to report"], {}
-    duration = s.duration if soak.final else min(s.duration, time.time() - soak.t0)
-    names = [t.instance.name for t in soak.source.tables]
-    seen = report.commits_seen(dict(r.commits), list(r.positions), names)
-    found = report.windows(soak.t0, duration, s.window, seen, r.files, r.rss, r.runs)
+    duration = min(s.duration, (soak.ended or time.time()) - soak.t0)
+    seen = soak.seen()
+    found = soak.windows(duration, seen)
     lines.append(
         f"\nsoak: {duration / 60:.1f} minutes, {len(found)} windows of {s.window / 60:g} min"
     )

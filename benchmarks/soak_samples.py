@@ -217,7 +217,11 @@ class Recorder:
             self.commits[commit.lsn] = (commit.committed, sorted(commit.tables))
 
     def sample_files(self) -> None:
+        """Per Delta table: bytes, live files, files not live and for how long (those ages kept
+        in the newest sample only: the JSON would grow with every sample)."""
         now = time.time()
+        for row in self.files[-1]["tables"] if self.files else []:
+            row.pop("not_live_ages", None)
         sample: dict[str, Any] = {"at": now, "tables": []}
         for table in self.tables:
             if not table.path.exists():

@@ -294,12 +294,12 @@ def demo_settings(cfg: SoakConfig, ports: Ports) -> Settings:
 def prepare(cfg: SoakConfig, ports: Ports) -> tuple[Settings, dict[str, Any]]:
     """The folder made ready as scripts/demo.sh makes .demo: a new source, the config, the
     instance; the processes' environment. SystemExit when the ports are taken."""
-    clear_folder(cfg.folder)
-    cfg.logs.mkdir(parents=True)
     settings = demo_settings(cfg, ports)
-    problem = check(settings)
+    problem = check(settings)  # processes an earlier soak here left (its demo.pids), the ports
     if problem:
         raise SystemExit(problem.replace("demo:", "soak:", 1))
+    clear_folder(cfg.folder)
+    cfg.logs.mkdir(parents=True)
     child_environment(cfg, ports)
     create_source(cfg)
     data = write_config(cfg, ports)
