@@ -50,6 +50,7 @@ import json
 import math
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,7 @@ from soak_setup import (  # noqa: E402
 )
 from soak_verify import verify  # noqa: E402
 
+from cdc_assets import emulator  # noqa: E402
 from cdc_assets.config import duration_seconds, load_config  # noqa: E402
 from cdc_assets.dagster.history import history_position  # noqa: E402
 from cdc_assets.dagster.sync.names import sync_job_name  # noqa: E402
@@ -130,6 +132,10 @@ class Soak:
     def __call__(self, demo: SoakProcesses) -> None:
         try:
             self.soak(demo)
+        except Exception as exc:  # the report is still written, the processes still stopped
+            self.final["error"] = traceback.format_exc()
+            demo.say(f"soak: failed: {type(exc).__name__}: {exc} (the traceback is in the JSON)")
+            demo.end("the soak failed")
         finally:  # what was in flight when the soak ended, before the processes stop
             if self.recorder is not None:
                 self.recorder.stop()
@@ -272,7 +278,17 @@ class Soak:
         assert self.source is not None and self.recorder is not None
         ended = time.time()
         demo.stop_process("workload")
-        capture(self.cfg.source_db)
+        capture(self.cfg.source_db)  # everything committed
+        # the capture agent ran in the workload's process: one here keeps the capture job
+        # running, as SQL Server's would (the capture_health checks see it scan)
+        agent = emulator.CaptureAgent(self.cfg.source_db).start()
+        try:
+            self.drain_and_compare(demo, ended)
+        finally:
+            agent.stop()
+
+    def drain_and_compare(self, demo: SoakProcesses, ended: float) -> None:
+        assert self.source is not None and self.recorder is not None
         last = last_commit_lsn(self.cfg.source_db)
         self.final = {"workload_stopped": ended, "last_lsn": last}
         demo.say(f"soak {report.clock(self.now())}: workload stopped; waiting for every mirror")
@@ -392,6 +408,8 @@ def judged(soak: Soak, cfg: SoakConfig, keep_history: float) -> tuple[list[str],
         )
     if r.errors:
         lines.append(f"samples that failed (by what): {r.errors}")
+    if "error" in soak.final:
+        lines.append(f"the soak failed: {soak.final['error'].splitlines()[-1]}")
     interval = cfg.maintenance_minutes * 60
     verdicts = [
         report.judge_freshness(found, settled if "restarted" in outage else 0.0),
