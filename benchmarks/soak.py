@@ -79,7 +79,7 @@ from cdc_assets.config import duration_seconds, load_config  # noqa: E402
 from cdc_assets.dagster.history import history_position  # noqa: E402
 from cdc_assets.dagster.sync.names import sync_job_name  # noqa: E402
 from cdc_assets.dagster.sync.source import Source, load_source  # noqa: E402
-from cdc_assets.process_group import listens  # noqa: E402
+from cdc_assets.process_group import listens, port_free  # noqa: E402
 from cdc_assets_tests.support.dagster_dev import DagsterDev, server_answers  # noqa: E402
 
 FULL_MINUTES = 90.0
@@ -262,6 +262,7 @@ class Soak:
         outage = self.events["outage"]
         outage["restarted"] = time.time()
         outage["last_lsn_before"] = last_commit_lsn(self.cfg.source_db)
+        demo.wait_until(lambda: port_free("127.0.0.1", self.ports.tds), 60)
         demo.restart_process("tds")
         started = demo.wait_until(lambda: listens("127.0.0.1", self.ports.tds), 60)
         outage["line"] = (

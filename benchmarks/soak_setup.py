@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import re
 import secrets
 import shutil
@@ -29,7 +30,7 @@ import _common
 import yaml
 
 from cdc_assets.demo_processes import Demo, Settings, check
-from cdc_assets.process_group import ProcessGroup
+from cdc_assets.process_group import ProcessGroup, port_free
 from cdc_assets_tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +104,22 @@ class Ports:
 
     @classmethod
     def free(cls) -> Ports:
-        return cls(free_port(), free_port(), free_port())
+        return cls(free_port(), port_below_ephemeral(), free_port())
+
+
+def port_below_ephemeral() -> int:
+    """A free port below the kernel's ephemeral range, for the TDS server: it is stopped for the
+    outage and must get its port back, and a port of that range may meanwhile become the local
+    port of some connection (the outage's login attempts to it can even connect to themselves)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12000), low)
+        if port_free("127.0.0.1", port):
+            return port
+    raise SystemExit(f"soak: no free port below {low} for the TDS server")
 
 
 def hold_folder(folder: Path) -> IO[str]:
