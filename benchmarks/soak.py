@@ -84,6 +84,7 @@ from cdc_assets_tests.support.dagster_dev import DagsterDev, server_answers  # n
 
 FULL_MINUTES = 90.0
 QUICK_MINUTES = 15.0
+KILL_PATIENCE = 120.0  # seconds the worker kill waits for a sync run in flight
 
 
 @dataclass(frozen=True)
@@ -159,12 +160,11 @@ class Soak:
         self.source = load_source(
             load_config(emulator_config(self.cfg)).sources[0], self.cfg.storage
         )
-        groups = {"dagster": "dagster", "spark": "spark", "tds": "tds", "workload": "workload"}
         self.recorder = Recorder(
             self.source,
             self.cfg.source_db,
             self.cfg.home,
-            lambda: {n: demo.groups[g].pid for n, g in groups.items() if g in demo.groups},
+            lambda: {name: group.pid for name, group in list(demo.groups.items())},
             self.args.sample_seconds,
         ).start()
         if not demo.wait_until(self.built, self.args.setup_timeout):
@@ -197,19 +197,18 @@ class Soak:
     def run_schedule(self, demo: SoakProcesses) -> None:
         s = self.schedule
         due = [
-            (s.add_column, "add_column", self.add_column),
-            (s.rule_change, "rule_change", self.change_rule),
-            (s.kill_worker, "kill_worker", self.kill_worker),
-            (s.outage, "outage", self.stop_source),
-            (s.outage + s.outage_seconds, "restart", self.restart_source),
+            (s.add_column, self.add_column),
+            (s.rule_change, self.change_rule),
+            (s.kill_worker, self.kill_worker),
+            (s.outage, self.stop_source),
+            (s.outage + s.outage_seconds, self.restart_source),
         ]
         while demo.pause(1.0):
             elapsed = self.now()
             if elapsed >= s.duration:
                 return
             while due and elapsed >= due[0][0]:
-                action = due[0][2]
-                if not action(demo):  # not done yet (no run in flight to kill): next second
+                if not due[0][1](demo):  # not done yet (no run in flight to kill): next second
                     break
                 due.pop(0)
             self.print_live_windows(demo)
@@ -247,8 +246,10 @@ class Soak:
     def kill_worker(self, demo: SoakProcesses) -> bool:
         assert self.source is not None
         facts = kill_worker(self.cfg.home, sync_job_name(self.source.name))
+        if facts is None and self.now() < self.schedule.kill_worker + KILL_PATIENCE:
+            return False  # no sync run in flight this second: the next one
         if facts is None:
-            return False  # no sync run in flight this second
+            facts = {"line": f"no sync run in flight for {KILL_PATIENCE:.0f} s: no worker killed"}
         self.event(demo, "kill_worker", facts)
         return True
 

@@ -51,6 +51,9 @@ ROLES = (
     ("Spark Connect (JVM)", "SparkConnectServer"),
     ("Spark Python workers", "pyspark"),
     ("dagster dev", "dagster dev"),
+    ("TDS server", "emulator serve"),
+    ("workload", "emulator workload"),
+    ("run-line display", "cdc_assets.dagster.demo.run_lines"),
     ("compute-log watchers", "watch_orphans.py"),  # a run's log capture: tail -F and its watcher
     ("compute-log watchers", "tail -F"),
     ("step processes", "multiprocessing.spawn"),  # a job with Dagster's multiprocess executor
