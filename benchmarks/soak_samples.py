@@ -58,6 +58,7 @@ ROLES = (
     ("compute-log watchers", "tail -F"),
     ("step processes", "multiprocessing.spawn"),  # a job with Dagster's multiprocess executor
     ("step processes", "multiprocessing.forkserver"),
+    ("step processes", "multiprocessing.resource_tracker"),  # started by a run's multiprocessing
 )
 
 
