@@ -516,6 +516,7 @@ def write_samples(path: Path, soak: Soak, summary: dict[str, Any], header: list[
         "results": soak.results,
         "tables": [t.instance.name for t in soak.source.tables] if soak.source else [],
         "positions": r.positions if r else [],
+        "position_seconds": r.position_seconds if r else [],
         "commits": [[lsn, at, tables] for lsn, (at, tables) in sorted(r.commits.items())]
         if r
         else [],
