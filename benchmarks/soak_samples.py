@@ -334,7 +334,10 @@ def _last_engine_event(instance: Any, run_id: str) -> str:
     found = instance.get_records_for_run(
         run_id, of_type=DagsterEventType.ENGINE_EVENT, limit=1, ascending=False
     ).records
-    return found[0].event_log_entry.user_message if found else ""
+    if not found:
+        return ""
+    entry = found[0].event_log_entry  # the launcher's text is the event's message, not the user's
+    return (entry.dagster_event.message if entry.dagster_event else None) or entry.user_message
 
 
 def role_of(p: ProcessInfo) -> str | None:
