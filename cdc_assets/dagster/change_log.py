@@ -409,7 +409,7 @@ def _record_quiet_tables(
     )
     ranges, retired = chain
     by_asset = {k: t for t in quiet for k in (t.change_log_key, t.mirror_key)}
-    view = ChainEndView.read(context.instance, source, ranges) if reports else None
+    view = ChainEndView.read(context.instance, source) if reports else None  # the chain now
     for report in reports:
         yield report
         # Its checks, in the same run: the UI shows a check passed only when its latest result

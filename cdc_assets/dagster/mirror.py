@@ -332,9 +332,9 @@ def _mirror_step(
         rows = record_failures(context.instance, context.run.run_id, spark, sync, failed, updates)
         # at_chain_end of every mirror of the run, also when one failed (see .chain_end_check);
         # yielded, not logged: events logged with context.log_event reach Dagster only with the
-        # step's next yield, and the Failure below would drop them. The chain's end is the one
-        # this run read (the newest page of keys, which any read holds), or read now.
-        view = ChainEndView.read(context.instance, source, ranges.newest())
+        # step's next yield, and the Failure below would drop them. The chain and the runs as
+        # they are now: the sensor may have added the next range while this run worked.
+        view = ChainEndView.read(context.instance, source)
         for table in tables:
             row = rows.get(table, sync[table])
             yield as_evaluation(view.result(table.mirror_key, table, row.mirror_at, row), None)

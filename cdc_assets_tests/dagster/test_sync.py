@@ -236,6 +236,16 @@ def test_failed_coverage_check_holds_back_its_mirror_only(harness: SyncHarness) 
     }
     assert set(at_end) == in_run and len(in_run) > 1, (at_end, in_run)
     assert {k for k, passed in at_end.items() if not passed} == {victim.mirror_key}, at_end
+    # ... saying which run failed for which table, why, and when the sensor tries it again
+    (behind,) = [
+        e
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == "at_chain_end" and e.asset_key == victim.mirror_key
+    ]
+    said = behind.description or ""
+    assert f"run {result.run_id} ({lsn_range.key}) failed for {victim.qualified_name}" in said
+    assert "1 time(s) in a row" in said and "tries it again in" in said, said
+    assert "Re-snapshot" in said or "re-snapshotting" in said, said
     state = mirror_state(harness.source, victim)
     assert state is not None and lsn_range.key not in state["applied_ranges"]
     others = [t for t in harness.source.tables if t != victim]
@@ -410,7 +420,9 @@ def test_reconcile_counts_the_source_at_the_mirror_lsn(
     assert len(ends) == len(tables) and all(ends.values()), checks
     # ... and once the sensor has had longer than it needs to ask for the run, with none
     # asked for, it fails saying which range has no run and what to do
-    monkeypatch.setattr(chain_end_check, "patience", lambda _source: Patience(ask=0.0, start=0.0))
+    monkeypatch.setattr(
+        chain_end_check, "patience", lambda _source: Patience(ask=0.0, start=0.0, queue=0.0)
+    )
     at_end = AssetSelection.checks(*(AssetCheckKey(t.mirror_key, "at_chain_end") for t in tables))
     stuck = harness.run_checks(at_end).get_asset_check_evaluations()
     assert len(stuck) == len(tables) and not any(e.passed for e in stuck), stuck

@@ -91,13 +91,6 @@ class RangeReader:
                 self._known = known
             return known
 
-    def newest(self) -> list[LsnRange]:
-        """The keys of the last read (any read holds the newest page), or the newest page."""
-        with self._lock:
-            if not self._known:  # none read yet, or a read that found no key
-                self._known = recent_ranges(self._instance, self._name)
-            return self._known
-
 
 def _added_key(partitions_name: str) -> str:
     return f"cdc_assets/{partitions_name}/newest_added"

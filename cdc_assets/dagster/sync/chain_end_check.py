@@ -15,9 +15,10 @@ chain:
   the LSNs, and for how many seconds the asset has been behind;
 - **fails** (WARN) only when the sync is stuck for it, saying which run or range and what to do:
   a run failed for the table (its sync-state row counts the failures) or a range run failed as a
-  whole, and no run was asked for since; the run that would move it has waited longer than
-  :attr:`Patience.start` to start; or a range past it has had no run for longer than
-  :attr:`Patience.ask`, the time the sensor needs to ask for one.
+  whole, and no run was asked for since; the run that would move it has waited longer than a run
+  waits to start (:attr:`Patience.start` once launched, :attr:`Patience.queue` in the run
+  queue); or a range past it has had no run for longer than :attr:`Patience.ask`, the time the
+  sensor needs to ask for one.
 
 A run that hangs while running, or capture that stops, leaves the chain where the asset is: the
 mirrors' freshness policy covers "the mirror stopped moving", and ``capture_health`` the capture
@@ -34,7 +35,6 @@ Evaluations are yielded before the step may raise its Failure: events logged wit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ from cdc_assets.lsn import Lsn, LsnRange
 from .chain import chain_end, newest_added, recent_ranges
 from .names import SNAPSHOT_PARTITION, partitions_name, sensor_name
 from .retry_waits import retry_pause, table_wait
-from .runs_in_flight import DAEMON_LOOP_SECONDS, NOT_STARTED, RunSeen, SourceRuns
+from .runs_in_flight import DAEMON_LOOP_SECONDS, LAUNCHED, RunSeen, SourceRuns
 from .source import CapturedTable, Source
 from .sync_state import TableSync, now
 
@@ -67,14 +67,19 @@ class Patience:
     """How long the sync may take before a range without a run means it is stuck."""
 
     ask: float  # s after a range was added or a run of the source ended: its run was asked for
-    start: float  # s after a run was asked for: it has started (queue, launcher, worker)
+    start: float  # s after a run left the queue (was launched): it has started
+    queue: float  # s after a run was asked for: it has left the run queue
 
 
 def patience(source: Source) -> Patience:
-    """Six sensor ticks (at least 30 s) to ask for a run; four times that for it to start."""
+    """Six sensor ticks (at least 30 s) to ask for a run; four times that for a launched run to
+    start (a worker process, the code location); the mirrors' freshness window in the run queue
+    (the queue's limits hold a range run behind other runs for minutes, say a maintenance run's
+    VACUUMs: the sync is slowed, not stuck; a queue that never moves is stuck)."""
     tick = max(DAEMON_LOOP_SECONDS, float(source.config.sync.sensor_interval_seconds))
     ask = max(30.0, ASK_TICKS * tick)
-    return Patience(ask=ask, start=4 * ask)
+    _, overdue = source.config.sync.freshness_windows()
+    return Patience(ask=ask, start=4 * ask, queue=overdue)
 
 
 @dataclass(frozen=True)
@@ -90,17 +95,13 @@ class ChainEndView:
     moment: float
 
     @classmethod
-    def read(
-        cls, instance: DagsterInstance, source: Source, ranges: Sequence[LsnRange] | None = None
-    ) -> ChainEndView:
-        """``ranges``: the chain's newest ranges when the caller has read them (any read of the
-        chain holds its newest page)."""
+    def read(cls, instance: DagsterInstance, source: Source) -> ChainEndView:
+        """Read now (three queries of the instance and its key-value store): a step's earlier
+        read of the chain may not hold the range the sensor added since."""
         name = partitions_name(source.name)
-        if ranges is None:
-            ranges = recent_ranges(instance, name)
         return cls(
             source,
-            tuple(ranges),
+            tuple(recent_ranges(instance, name)),
             SourceRuns.read(instance, source),
             newest_added(instance, name),
             now(),
@@ -178,6 +179,27 @@ def _failed_whole(view: ChainEndView, table: CapturedTable, moving: list[RunSeen
     )
 
 
+def _not_starting(view: ChainEndView, run: RunSeen, limits: Patience) -> str | None:
+    """Why ``run`` will not start, if it has waited longer than a run waits to start: in the
+    run queue since it was asked for, or launched (out of the queue) since its last status."""
+    if run.status == DagsterRunStatus.QUEUED and view.moment - run.created > limits.queue:
+        return (
+            f"run {run.run_id} ({run.partition}) has waited in the run queue since "
+            f"{_ago(view, run.created)} (a queued run starts within {limits.queue:.0f} s): the "
+            "queue's limits hold it (max_concurrent_runs, tag cdc_assets/range_lane), or the run "
+            "queue does not run. Check dagster-daemon (Deployment, Daemons) and the runs ahead of "
+            "it; terminate it and the sync sensor asks for it again."
+        )
+    if run.status in LAUNCHED and view.moment - run.updated > limits.start:
+        return (
+            f"run {run.run_id} ({run.partition}) was launched {_ago(view, run.updated)} and has "
+            f"not started ({run.status.value}; a launched run starts within "
+            f"{limits.start:.0f} s): the run launcher or its worker does not start it. Read "
+            "dagster-daemon's log; terminate the run and the sync sensor asks for it again."
+        )
+    return None
+
+
 def _behind_since(view: ChainEndView, behind: list[LsnRange]) -> float | None:
     """When the first range past the asset was asked for (its first run, or its addition)."""
     keys = {r.key for r in behind}
@@ -227,22 +249,9 @@ def at_chain_end(
     limits = patience(view.source)
     waiting = [*moving, *lane]
     if waiting:
-        late = [
-            r for r in waiting if r.status in NOT_STARTED and view.moment - r.created > limits.start
-        ]
+        late = [why for r in waiting if (why := _not_starting(view, r, limits)) is not None]
         if len(late) == len(waiting):
-            first = min(late, key=lambda r: r.created)
-            return _result(
-                key,
-                False,
-                f"{gap}: run {first.run_id} ({first.partition}) was asked for "
-                f"{_ago(view, first.created)} and has not started ({first.status.value}; a run "
-                f"starts within {limits.start:.0f} s): the run queue or the run launcher does not "
-                "start it. Check that dagster-daemon runs (Deployment, Daemons) and the run "
-                "queue's limits (tag cdc_assets/range_lane); terminate the run and the sync "
-                "sensor asks for it again.",
-                metadata,
-            )
+            return _result(key, False, f"{gap}: {late[0]}", metadata)
         how = "in flight" if moving else "waiting behind the catch-up run(s)"
         return _result(
             key,

@@ -34,7 +34,10 @@ RANGE_RUNS_IN_FLIGHT = 2
 # dagster-daemon evaluates each sensor at most every 5 s (its loop), whatever the sensor's own
 # minimum interval.
 DAEMON_LOOP_SECONDS = 5.0
-NOT_STARTED = (DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING)
+LAUNCHED = (
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+)  # out of the queue, not started
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ class RunSeen:
     partition: str  # 'snapshot', a range key, or '' (a run of no partition)
     status: DagsterRunStatus
     created: float  # when it was asked for (seconds since the epoch)
+    updated: float  # when its status last changed
     ended: float | None
     tables: frozenset[CapturedTable]  # the tables whose mirror it may move
     failed_tables: frozenset[str]  # the tables it failed for (its tag), by qualified name
@@ -139,6 +143,7 @@ class RunSeen:
             partition,
             run.status,
             record.create_timestamp.timestamp(),
+            record.update_timestamp.timestamp(),
             record.end_time,
             frozenset(tables),
             frozenset(n.strip() for n in named.split(", ") if n.strip()),
