@@ -159,8 +159,10 @@ def build_mirror_checks(source: Source) -> AssetChecksDefinition:
             AssetCheckSpec(
                 AT_CHAIN_END,
                 asset=t.mirror_key,
-                description="The mirror is at the end of the LSN chain: every materialized "
-                "range has been applied.",
+                description="The mirror is at the end of the LSN chain, or the ranges past it "
+                "are on their way (asked for, queued or running); fails when the sync is stuck "
+                "for it (a failed run not retried, a run that does not start, a range without "
+                "a run), saying which and what to do.",
             ),
             AssetCheckSpec(
                 RECONCILE,

@@ -12,8 +12,7 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,40 +25,17 @@ from dagster import (
     RunRequest,
 )
 
-from cdc_assets import emulator
 from cdc_assets.dagster import mirror
 from cdc_assets.dagster.sync import chain_end_check, retry_waits
 from cdc_assets.dagster.sync.chain_end_check import AT_CHAIN_END, Patience
 from cdc_assets.dagster.sync.names import PARTITION_RUN_TAG, health_job_name
 from cdc_assets.emulator import faults
 from cdc_assets.lsn import LsnRange
-from cdc_assets.workload import Workload
+from cdc_assets_tests.support.steady_writes import steady_writes
 
 from .conftest import QUIET, SOURCE, SyncHarness, assert_succeeded
 
 RANGES = 4  # range runs asked for back to back
-
-
-@contextmanager
-def _sustained_writes(harness: SyncHarness, every: float = 0.05) -> Iterator[None]:
-    """A workload transaction every ``every`` s on a connection of its own, until the block ends."""
-    conn = emulator.connect(str(harness.db), autocommit=True)
-    workload = Workload(conn, seed=56, tables=harness.workload.tables)
-    stop = threading.Event()
-
-    def write() -> None:
-        while not stop.is_set():
-            workload.step()
-            stop.wait(every)
-
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        writer.join(60)
-        conn.close()
 
 
 def _park_mirrors_steps(monkeypatch: pytest.MonkeyPatch) -> queue.Queue[threading.Event]:
@@ -127,7 +103,7 @@ def test_at_chain_end_passes_while_ranges_run_back_to_back_under_a_sustained_wor
         thread.start()
         threads.append(thread)
 
-    with _sustained_writes(harness):
+    with steady_writes(harness.db, 0.05, seed=56, tables=harness.workload.tables):
         try:
             start(_next_request(harness))
             for i in range(RANGES):
