@@ -9,10 +9,11 @@ range, the table's failures in the sync state — in one place, for every asset 
 chain:
 
 - **passes** at the chain's end, and while every range past the asset is on its way: a run that
-  moves it (a range run, a catch-up or snapshot run of its table) is queued, starting or running,
-  the table waits behind a catch-up run of other tables, or the range was added a moment ago and
-  the sensor is asking for its run. The metadata says how many ranges are behind and in flight,
-  the LSNs, and for how many seconds the asset has been behind;
+  moves it (a range run, a catch-up or snapshot run of its table) is queued, starting or running;
+  other range runs hold the lane (the run judging it, say a catch-up that brings the table one
+  range of several), and the sensor asks for the table's next run when they end; or the range was
+  added a moment ago and the sensor is asking for its run. The metadata says how many ranges are
+  behind and in flight, the LSNs, and for how many seconds the asset has been behind;
 - **fails** (WARN) only when the sync is stuck for it, saying which run or range and what to do:
   a run failed for the table (its sync-state row counts the failures) or a range run failed as a
   whole, and no run was asked for since; the run that would move it has waited longer than a run
@@ -226,8 +227,9 @@ def at_chain_end(
 
     behind = [r for r in view.ranges if at is None or r.hi > at]
     moving = [run for run in view.runs.in_flight if _moves(run, table, at)]
-    # catch-up runs of other tables hold the range lane: the table's run comes after them
-    lane = [r for r in view.runs.in_flight if r.lsn_range is not None and table not in r.tables]
+    # other range runs in flight hold the range lane (this very run, catch-ups of other tables):
+    # the sensor asks for the table's next run when they end
+    lane = [r for r in view.runs.in_flight if r.lsn_range is not None and r not in moving]
     flying = {run.partition for run in moving if run.lsn_range is not None}
     metadata.update(ranges_behind=len(behind), ranges_in_flight=len(flying))
     gap = (
@@ -252,13 +254,14 @@ def at_chain_end(
         late = [why for r in waiting if (why := _not_starting(view, r, limits)) is not None]
         if len(late) == len(waiting):
             return _result(key, False, f"{gap}: {late[0]}", metadata)
-        how = "in flight" if moving else "waiting behind the catch-up run(s)"
-        return _result(
-            key,
-            True,
-            f"{gap}, {how}: {', '.join(r.text() for r in waiting)}. The sync is on its way.",
-            metadata,
+        runs = ", ".join(r.text() for r in waiting)
+        how = (
+            f"in flight: {runs}"
+            if moving
+            else f"the sync sensor asks for the run of range {behind[0].key if behind else '?'} "
+            f"when the range run(s) in flight end: {runs}"
         )
+        return _result(key, True, f"{gap}, {how}. The sync is on its way.", metadata)
 
     last_run = max((r.ended or r.created for r in view.runs.finished), default=None)
     moments = [m for m in (last_run, view.added[1] if view.added else None) if m is not None]
