@@ -42,7 +42,7 @@ from pathlib import Path
 from _common import machine_line
 
 from cdc_assets import emulator
-from cdc_assets.emulator import capture
+from cdc_assets.emulator.cdc import capture
 from cdc_assets.sqlserver.lsn_queries import find_max_lsn
 from cdc_assets.workload import create_captured_tables
 

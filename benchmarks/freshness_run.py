@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import json
 import os
 import subprocess
@@ -316,9 +317,15 @@ def write_setup(
 
 
 def run_variant(
-    args: argparse.Namespace, variant: Variant, workdir: Path, cds: Path | None
+    args: argparse.Namespace,
+    variant: Variant,
+    workdir: Path,
+    cds: Path | None,
+    beside: Callable[[Path], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
-    """Sets up, runs and stops one variant; what it measured on the way (``meta.json``)."""
+    """Sets up, runs and stops one variant; what it measured on the way (``meta.json``).
+    ``beside(source.db)``: what else reads the source, entered once every mirror exists and
+    left after the mirrors reached the last commit (benchmarks/debezium_peer.py: Debezium)."""
     meta: dict[str, Any] = {"variant": variant.name, "setup": {}}
     server = None
     remote = None
@@ -335,7 +342,7 @@ def run_variant(
         remote = f"sc://127.0.0.1:{spark_port}"
         meta["setup"]["Spark Connect server listens"] = time.monotonic() - began
     try:
-        return _run_variant(args, variant, workdir, cds, remote, meta)
+        return _run_variant(args, variant, workdir, cds, remote, meta, beside)
     finally:
         if server is not None:
             connect_server.stop(server)
@@ -348,6 +355,7 @@ def _run_variant(
     cds: Path | None,
     remote: str | None,
     meta: dict[str, Any],
+    beside: Callable[[Path], contextlib.AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
     db, config_path, home = write_setup(workdir, variant, cds, remote)
     env = child_env(CDC_ASSETS_CONFIG=str(config_path), DAGSTER_HOME=str(home))
@@ -376,7 +384,7 @@ def _run_variant(
         )
     workload: ProcessGroup | None = None
     try:
-        with LsnSampler(db) as sampler:
+        with LsnSampler(db) as sampler, contextlib.ExitStack() as peers:
             if isinstance(dagster, ProcessGroup):
                 meta["setup"]["dagster dev: UI answers"] = wait_for(
                     "the Dagster UI",
@@ -390,6 +398,10 @@ def _run_variant(
                 args.setup_timeout,
                 dagster,
             )
+            if beside is not None:
+                began = time.monotonic()
+                peers.enter_context(beside(db))
+                meta["setup"]["then: the peer reader is ready"] = time.monotonic() - began
             agent.stop()
             meta["baseline_lsn"] = sampler.highest
             meta["workload_started"] = time.time()

@@ -11,8 +11,9 @@ the demo ends.
 5. the run-line display (``cdc_assets.dagster.demo.run_lines``), whose lines this process prints.
 
 Then it watches. Whatever ends the demo, everything is stopped in the order that loses nothing
-(Dagster and its runs first, then Spark, then the source's server and the workload) and the
-terminal, while there is one, gets one line per process:
+(Dagster and its runs first, then Spark, then the source's server and the workload; the run-line
+display is told first, so that a run the stop ends says ``stopped with the demo`` with its
+duration, not FAILURE) and the terminal, while there is one, gets one line per process:
 
 - Ctrl-C, SIGTERM, SIGHUP (the terminal closed);
 - the output closing (``make demo | tee demo.log`` whose ``tee`` ended): nothing can be told any
@@ -383,6 +384,10 @@ class Demo:
     # -- stopping ----------------------------------------------------------------------------
     def stop_all(self) -> None:
         self.terminal.say(f"demo: stopping: {self.reason}")
+        lines = self.groups.get("run_lines")
+        if lines is not None and lines.exited() is None:
+            # the runs the stop ends say so ("stopped with the demo"), not FAILURE
+            lines.send(signal.SIGUSR1)
         said = {
             "dagster": "Dagster stopped (its log: {log})",
             "spark": "Spark Connect server stopped (its log: {log})",

@@ -6,7 +6,8 @@ its process tree, nor of any session it started, is left, and that its ports are
 
 - the terminal closed: ``make demo`` typed into an interactive shell on a pseudo-terminal, whose
   other side is then closed (the shell gets SIGHUP and passes it to its jobs);
-- SIGTERM to ``make``;
+- SIGTERM to ``make`` while a run is in progress (its terminal line then says it was stopped
+  with the demo, and for how long);
 - Ctrl-C while ``make demo | tee`` runs, the pipe's reader gone first;
 - one of its processes killed (the Spark Connect server's JVM, ``kill -9``): the demo says which,
   with its log's tail, and stops the rest;
@@ -20,6 +21,7 @@ in another folder on the same ports, each say in one line why they cannot start.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fcntl
 import os
 import re
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from cdc_assets.process_group import ProcessInfo, descendants, listens, live, processes
 from cdc_assets_tests.support.fresh_copy import fresh_copy
@@ -134,6 +137,18 @@ def _wait_for_ui(demo: Demo, exited: Callable[[], bool]) -> None:
     demo.look()
 
 
+def _wait_for_a_run_in_progress(demo: Demo, since: datetime.datetime) -> None:
+    """Until a run asked for after ``since`` (the sensor's snapshot run, first) is in progress."""
+    deadline = time.monotonic() + UI_TIMEOUT
+    while time.monotonic() < deadline:
+        with DagsterInstance.from_config(str(demo.clone / ".demo/dagster_home")) as instance:
+            started = RunsFilter(statuses=[DagsterRunStatus.STARTED], created_after=since)
+            if instance.get_runs(started, limit=1):
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"no run in progress after {UI_TIMEOUT} s:\n{_demo_log(demo)}")
+
+
 def _text(path: Path) -> str:
     with contextlib.suppress(OSError):
         return path.read_text(errors="replace")
@@ -196,6 +211,7 @@ def _make_demo(clone: Path, command: list[str], **popen: object) -> Iterator[Dem
 def test_sigterm_to_make_stops_everything_and_a_second_demo_says_why_it_cannot_start(
     clone: Path, tmp_path: Path
 ) -> None:
+    started = datetime.datetime.now(datetime.UTC)
     with _make_demo(clone, ["make", "demo"]) as demo:
         # A second demo in the same folder: one line, before it touches the source.
         again = subprocess.run(
@@ -215,9 +231,14 @@ def test_sigterm_to_make_stops_everything_and_a_second_demo_says_why_it_cannot_s
             taken.stderr,
         ), taken.stderr
         assert not (other / ".demo/source.db").exists()
+        _wait_for_a_run_in_progress(demo, started)
         os.kill(demo.root, signal.SIGTERM)
     _assert_nothing_left(demo)
-    assert "demo: stopping: SIGTERM" in _demo_log(demo)
+    log = _demo_log(demo)
+    assert "demo: stopping: SIGTERM" in log
+    # the run the stop ended says so, with how long it ran (not "FAILURE after ?")
+    assert re.search(r"demo: run \S+: stopped with the demo after \d+ s", log), log
+    assert "FAILURE after ?" not in log, log
 
 
 def test_ctrl_c_with_the_output_pipe_gone_stops_everything(clone: Path) -> None:

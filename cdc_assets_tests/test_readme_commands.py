@@ -43,6 +43,10 @@ class How:
 COMMANDS: dict[str, How] = {
     "make demo": How("ui", expect=r"demo: Dagster UI at http://127\.0\.0\.1:\d+"),
     "make test": How("skip", reason="it is the suite this test belongs to"),
+    "CDC_ASSETS_DB_PASSWORD='Any-Passw0rd' .venv/bin/cdc-assets emulator sql .demo/shop.db "
+    "deploy/sqlserver/init.sql": How(
+        "run", expect=r"init\.sql: database shop ready, CDC on dbo\.customers and dbo\.orders"
+    ),
     ".venv/bin/cdc-assets demo --headless --seconds 30": How(
         "run",
         expect=r"verified 5 tables at LSN 0x[0-9A-F]{20}: equal\n\Z",

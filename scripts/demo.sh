@@ -169,33 +169,11 @@ target.write_text(header + yaml.safe_dump(data, sort_keys=False))
 EOF
 export CDC_ASSETS_CONFIG="$ROOT/$DEMO_CONFIG"
 
-mkdir -p "$DAGSTER_HOME"
-if [ ! -f "$DAGSTER_HOME/dagster.yaml" ]; then
-  cat >"$DAGSTER_HOME/dagster.yaml" <<'EOF'
-# The Dagster instance of `make demo` (written by scripts/demo.sh; edit freely, it is kept).
-telemetry:
-  enabled: false
-freshness:
-  enabled: true                # the mirrors' freshness policies: a stalled sync shows as overdue
-run_coordinator:               # launch queued runs within a second, not Dagster's default 5 s
-  module: dagster
-  class: QueuedRunCoordinator
-  config:
-    dequeue_interval_seconds: 1
-run_launcher:                  # each run starts in a worker process started before it, with
-  module: cdc_assets.dagster.warm_launcher  # Dagster and the project loaded (5-7 s less a run)
-  class: WarmRunLauncher
-concurrency:
-  runs:
-    max_concurrent_runs: 4     # the sync sensor runs one range at a time per source
-retention:
-  sensor:
-    purge_after_days:
-      skipped: 1               # the sensor skips a tick every few seconds while nothing changed
-      success: 1               # ... or requests a run every few seconds while it does
-      failure: 7
-EOF
-fi
+# The instance's dagster.yaml: written once (telemetry and the "Join the Dagster community" dialog
+# off, freshness policies on, queued runs launched within a second into warm run workers, at most
+# 4 runs at once, sensor ticks purged after a day), then kept; a file an earlier demo wrote gets
+# the settings added since (cdc_assets/dagster/demo/instance_settings.py).
+"$PY" -m cdc_assets.dagster.demo.instance_settings "$DAGSTER_HOME"
 
 # Runs that were in flight when Dagster last stopped abruptly (killed, or stuck in shutdown) stay
 # STARTED in the run history, and the sensor would wait for them forever: no Dagster runs on this

@@ -7,7 +7,9 @@
 # It also fetches hadoop-aws and the AWS SDK modules S3A uses (scripts/jars/s3/pom.xml, 14 MB)
 # into .../jars-s3, which the session adds only for s3a:// storage, and Microsoft's JDBC driver
 # (scripts/jars/jdbc/pom.xml) into .../jars-jdbc, for the tests that connect to the TDS server as
-# JVM tools do (cdc_assets_tests/tds_server/test_jdbc.py).
+# JVM tools do (cdc_assets_tests/tds_server/test_jdbc.py), and Debezium's embedded engine with its
+# SQL Server connector (scripts/jars/debezium/pom.xml, 36 MB) into .../jars-debezium, for the
+# test and the benchmark that run Debezium against the served emulator.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${1:-.venv/bin/python}"
@@ -35,3 +37,5 @@ fetch "$here/jars/s3/pom.xml" "$prefix/share/cdc_assets/jars-s3" hadoop-aws-3.5.
 [ "$runtime_only" = "--runtime-only" ] && exit 0
 fetch "$here/jars/jdbc/pom.xml" "$prefix/share/cdc_assets/jars-jdbc" mssql-jdbc-13.6.2.jre11.jar \
   -DexcludeTransitive=true
+fetch "$here/jars/debezium/pom.xml" "$prefix/share/cdc_assets/jars-debezium" \
+  debezium-connector-sqlserver-3.3.1.Final.jar -DincludeScope=runtime

@@ -1,6 +1,7 @@
-"""``cdc-assets emulator create|agent|serve|status PATH``: the embedded CDC demo source created,
-its capture agent run in the foreground, served over TDS to SQL Server clients (ODBC Driver 18,
-FreeTDS, sqlcmd), its CDC state reported; ``workload`` is in :mod:`.workload_command`.
+"""``cdc-assets emulator create|agent|serve|sql|status PATH``: the embedded CDC demo source
+created, its capture agent run in the foreground, served over TDS to SQL Server clients (ODBC
+Driver 18, FreeTDS, sqlcmd), a T-SQL script run on it (``sql PATH FILE``, as ``sqlcmd -i``), its
+CDC state reported; ``workload`` is in :mod:`.workload_command`.
 """
 
 from __future__ import annotations
@@ -62,6 +63,22 @@ def add_emulator_commands(commands: argparse._SubParsersAction[argparse.Argument
     )
     serve.add_argument("--no-tls", action="store_true", help="offer no encryption")
     serve.set_defaults(handler=_cmd_serve)
+
+    sql = sub.add_parser(
+        "sql",
+        help="run a T-SQL script (GO-separated batches, as sqlcmd -i) with the capture agent on",
+    )
+    sql.add_argument("path", type=Path, metavar="PATH", help="the emulator database (created)")
+    sql.add_argument("script", type=Path, metavar="FILE", help="the script ('-': standard input)")
+    sql.add_argument(
+        "-v",
+        dest="variables",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a scripting variable $(NAME) (as sqlcmd -v; else :setvar, else the environment)",
+    )
+    sql.set_defaults(handler=_cmd_sql)
 
     status = sub.add_parser("status", help="max LSN, capture instances, change rows, jobs")
     status.add_argument("path", type=Path, metavar="PATH")
@@ -188,6 +205,54 @@ def _cmd_agent(args: argparse.Namespace, out: IO[str]) -> int:
     finally:
         agent.stop()
         monitor.close()
+
+
+def _cmd_sql(args: argparse.Namespace, out: IO[str]) -> int:
+    """Run a script as ``sqlcmd -b -i`` would, the database's capture agent running meanwhile
+    (as SQL Server Agent does): results, row counts, messages and errors printed; exit status 1
+    at the first failing batch (``:on error ignore`` runs on)."""
+    import sys
+
+    from cdc_assets import emulator
+    from cdc_assets.emulator.batches.script import ScriptError, parse_script, run_script
+
+    variables = {}
+    for given in args.variables:
+        name, sep, value = given.partition("=")
+        if not sep or not name:
+            raise UsageError(f"-v {given}: write NAME=VALUE")
+        variables[name] = value
+    try:
+        text = sys.stdin.read() if str(args.script) == "-" else args.script.read_text()
+    except OSError as exc:
+        raise UsageError(f"{args.script}: {exc.strerror}") from None
+    try:
+        script = parse_script(text, variables)
+    except ScriptError as exc:
+        raise UsageError(f"{args.script}: {exc}") from None
+    args.path.parent.mkdir(parents=True, exist_ok=True)
+    conn = emulator.connect(args.path, autocommit=True)
+    failed = False
+    try:
+        with emulator.CaptureAgent(args.path):
+            for outcome in run_script(conn, script, (emulator.Error,)):
+                for names, rows in outcome.results:
+                    out.write(" | ".join(names) + "\n")
+                    for row in rows:
+                        out.write(" | ".join("NULL" if v is None else str(v) for v in row) + "\n")
+                    out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''} affected)\n")
+                for text_line in outcome.messages:
+                    out.write(text_line + "\n")
+                if outcome.error is not None:
+                    failed = True
+                    number, state, severity = emulator.errors.number_state_severity(outcome.error)
+                    out.write(
+                        f"Msg {number}, Level {severity}, State {state}, line "
+                        f"{outcome.batch.line}: {emulator.errors.error_text(outcome.error)}\n"
+                    )
+    finally:
+        conn.close()
+    return 1 if failed else 0
 
 
 def _cmd_status(args: argparse.Namespace, out: IO[str]) -> int:

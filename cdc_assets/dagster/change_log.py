@@ -65,8 +65,8 @@ from .change_log_checks import (
     snapshot_chain_result,
     unavailable_result,
 )
-from .sync.chain import SnapshotInfo, chain_end, effective_range, recent_ranges, retired_through
-from .sync.chain_end_check import as_evaluation, at_chain_end_result
+from .sync.chain import SnapshotInfo, effective_range, recent_ranges, retired_through
+from .sync.chain_end_check import ChainEndView, as_evaluation
 from .sync.change_log_outputs import (
     instance_for,
     quiet_range_metadata,
@@ -416,6 +416,7 @@ def _record_quiet_tables(
     )
     ranges, retired = chain
     by_asset = {k: t for t in quiet for k in (t.change_log_key, t.mirror_key)}
+    view = ChainEndView.read(context.instance, source) if reports else None  # the chain now
     for report in reports:
         yield report
         # Its checks, in the same run: the UI shows a check passed only when its latest result
@@ -429,7 +430,8 @@ def _record_quiet_tables(
             for result in results:
                 context.log_event(as_evaluation(result, partition))
         else:
-            at_end = at_chain_end_result(table, lsn_range.hi.hex, chain_end(ranges))
+            assert view is not None
+            at_end = view.result(table.mirror_key, table, lsn_range.hi, updates[table])
             context.log_event(as_evaluation(at_end, None))
 
 

@@ -28,6 +28,7 @@ from .history import build_histories
 from .maintenance import build_maintenance_job, build_maintenance_schedule
 from .mirror import build_mirrors
 from .mirror_checks import RECONCILE, build_mirror_checks
+from .sync.chain_end_check import AT_CHAIN_END
 from .sync.io_manager import SparkDeltaIOManager
 from .sync.metadata import asset_tags, table_metadata
 from .sync.names import IO_MANAGER, SOURCE_TAG, group_name, health_job_name, sync_job_name
@@ -70,10 +71,13 @@ def source_definitions(source: Source) -> Definitions:
     change_logs = build_change_logs(source, partitions)
     mirrors = build_mirrors(source, partitions)
     histories = build_histories(source, partitions)  # where the source's `history` names tables
-    mirror_checks = build_mirror_checks(source, partitions)
+    mirror_checks = build_mirror_checks(source)
     capture_checks = build_capture_checks(source)
     reconcile = AssetSelection.checks(
         *(AssetCheckKey(t.mirror_key, RECONCILE) for t in source.tables)
+    )
+    at_chain_end = AssetSelection.checks(
+        *(AssetCheckKey(t.mirror_key, AT_CHAIN_END) for t in source.tables)
     )
     job = define_asset_job(
         sync_job_name(source.name),
@@ -92,10 +96,13 @@ def source_definitions(source: Source) -> Definitions:
     )
     health_job = define_asset_job(
         health_job_name(source.name),
-        selection=reconcile | AssetSelection.checks(capture_checks),
+        # at_chain_end too: a stalled sync (a run that cannot start, a failed run not retried)
+        # has no range run left to report it
+        selection=reconcile | at_chain_end | AssetSelection.checks(capture_checks),
         executor_def=in_process_executor,  # one process (and at most one Spark) per run
         description=f"Health of source '{source.name}' while nothing else runs: the mirrors' row "
-        "counts against the source (reconcile) and the CDC capture job (capture_health, which "
+        "counts against the source (reconcile), whether the sync is stuck (at_chain_end, which "
+        "no range run reports once runs stop) and the CDC capture job (capture_health, which "
         "no sync run would check once capture has stopped and the max LSN stands still).",
     )
     health_schedule = ScheduleDefinition(

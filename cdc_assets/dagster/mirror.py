@@ -39,10 +39,9 @@ from .sync.chain import (
     ChainGap,
     RangeReader,
     SnapshotInfo,
-    chain_end,
     ranges_covering,
 )
-from .sync.chain_end_check import as_evaluation, at_chain_end_result
+from .sync.chain_end_check import ChainEndView, as_evaluation
 from .sync.change_log_state import snapshot_info, snapshot_progress
 from .sync.io_manager import AssetWrite, Written, write_output
 from .sync.metadata import (
@@ -330,15 +329,15 @@ def _mirror_step(
         )
         # where the mirrors are now, for the sensor (after their commits: never ahead of them),
         # and the tables that failed, each retried on its own schedule (:mod:`.sync.table_failures`)
-        record_failures(context.instance, context.run.run_id, spark, sync, failed, updates)
+        rows = record_failures(context.instance, context.run.run_id, spark, sync, failed, updates)
         # at_chain_end of every mirror of the run, also when one failed (see .chain_end_check);
         # yielded, not logged: events logged with context.log_event reach Dagster only with the
-        # step's next yield, and the Failure below would drop them. The chain's end is the one
-        # this run read (the newest page of keys, which any read holds), or read now.
-        end = chain_end(ranges.newest())
+        # step's next yield, and the Failure below would drop them. The chain and the runs as
+        # they are now: the sensor may have added the next range while this run worked.
+        view = ChainEndView.read(context.instance, source)
         for table in tables:
-            at = (updates[table] if table in updates else sync[table]).mirror_at
-            yield as_evaluation(at_chain_end_result(table, at.hex if at else None, end), None)
+            row = rows.get(table, sync[table])
+            yield as_evaluation(view.result(table.mirror_key, table, row.mirror_at, row), None)
         if failed:
             raise Failure(
                 description=f"{len(failed)} of {len(context.selected_asset_keys)} mirrors left "

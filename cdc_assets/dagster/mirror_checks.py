@@ -1,7 +1,9 @@
-"""Checks on the mirrors, run on demand (the UI's "Execute checks", or a schedule a user adds):
+"""Checks on the mirrors, run by the health job every 5 minutes and on demand (the UI's "Execute
+checks"):
 
-- ``at_chain_end``: the mirror is at the end of the LSN chain (the last range's ``hi``), so no
-  materialized range waits to be applied;
+- ``at_chain_end``: the mirror is at the end of the LSN chain (the last range's ``hi``), or the
+  ranges past it are on their way; it fails only when the sync is stuck for it
+  (:mod:`.sync.chain_end_check`, which also judges it in every range run);
 - ``reconcile``: the mirror holds as many rows as the source table had at the mirror's LSN.
 
 The source's row count at the mirror's LSN ``M`` comes from one exact snapshot at ``S`` (all
@@ -15,11 +17,11 @@ from typing import Any
 
 from dagster import (
     AssetCheckExecutionContext,
+    AssetCheckKey,
     AssetCheckResult,
     AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    DynamicPartitionsDefinition,
     multi_asset_check,
 )
 from pyspark.sql import SparkSession
@@ -40,19 +42,13 @@ from cdc_assets.sqlserver import (
 
 from .health_checks import START_CAPTURE
 from .mirror import mirror_position
-from .sync.chain import chain_end, recent_ranges
-from .sync.chain_end_check import AT_CHAIN_END, at_chain_end_result
+from .sync.chain_end_check import AT_CHAIN_END, ChainEndView
 from .sync.source import CapturedTable, Source
+from .sync.sync_state import SourceSync
 
 RECONCILE = "reconcile"
 INSERT, DELETE = 2, 1
 CAPTURE_WAIT_SECONDS = 120.0
-
-
-def _at_chain_end(source: Source, table: CapturedTable, end: Lsn | None) -> AssetCheckResult:
-    position = mirror_position(source, table)
-    at = position.lsn if position is not None else None
-    return at_chain_end_result(table, at.hex if at is not None else None, end)
 
 
 def source_counts(
@@ -154,9 +150,7 @@ def _reconcile(
     )
 
 
-def build_mirror_checks(
-    source: Source, partitions: DynamicPartitionsDefinition
-) -> AssetChecksDefinition:
+def build_mirror_checks(source: Source) -> AssetChecksDefinition:
     by_key = {t.mirror_key: t for t in source.tables}
     specs = [
         spec
@@ -165,8 +159,10 @@ def build_mirror_checks(
             AssetCheckSpec(
                 AT_CHAIN_END,
                 asset=t.mirror_key,
-                description="The mirror is at the end of the LSN chain: every materialized "
-                "range has been applied.",
+                description="The mirror is at the end of the LSN chain, or the ranges past it "
+                "are on their way (asked for, queued or running); fails when the sync is stuck "
+                "for it (a failed run not retried, a run that does not start, a range without "
+                "a run), saying which and what to do.",
             ),
             AssetCheckSpec(
                 RECONCILE,
@@ -186,11 +182,15 @@ def build_mirror_checks(
     )
     def mirror_checks(context: AssetCheckExecutionContext) -> Iterator[AssetCheckResult]:
         wanted = context.selected_asset_check_keys
-        end = chain_end(recent_ranges(context.instance, partitions.name))
         tables = sorted({by_key[k.asset_key] for k in wanted}, key=lambda t: t.mirror_key.path)
-        for table in tables:
-            if any(k.asset_key == table.mirror_key and k.name == AT_CHAIN_END for k in wanted):
-                yield _at_chain_end(source, table, end)
+        ending = [t for t in tables if AssetCheckKey(t.mirror_key, AT_CHAIN_END) in wanted]
+        if ending:
+            sync = SourceSync.load(source)
+            view = ChainEndView.read(context.instance, source)
+            for table in ending:
+                position = mirror_position(source, table, sync)
+                at = position.lsn if position is not None else None
+                yield view.result(table.mirror_key, table, at, sync[table])
         reconciling = [
             t
             for t in tables

@@ -65,16 +65,14 @@ from .range_lane import (
     range_lane,
 )
 from .sensor_requests import Tick, run_request, skip_tick
-from .sync.chain import (
-    retire,
-)
+from .sync.chain import add_partition, retire
 from .sync.io_manager import is_source_level
 from .sync.names import (
     SNAPSHOT_PARTITION,
     sensor_name,
 )
 from .sync.retry_waits import recent_failure, table_waits, waiting_text
-from .sync.runs_in_flight import InFlight, still_in_flight
+from .sync.runs_in_flight import DAEMON_LOOP_SECONDS, InFlight, still_in_flight
 from .sync.sensor_lock import sensor_lock
 from .sync.source import Source
 from .sync.sync_state import SourceSync, now
@@ -139,11 +137,10 @@ def evaluate(
     )
 
 
-# dagster-daemon evaluates each sensor at most every 5 s (its loop), whatever the sensor's own
-# minimum interval. A source that asks for a shorter interval is watched within a tick: the
+# dagster-daemon evaluates each sensor at most every DAEMON_LOOP_SECONDS, whatever the sensor's
+# own minimum interval. A source that asks for a shorter interval is watched within a tick: the
 # evaluation is repeated every ``sensor_interval_seconds`` until a run is due or the daemon's next
 # loop comes, and while a range run is in flight, its end is noticed within RUN_POLL_SECONDS.
-DAEMON_LOOP_SECONDS = 5.0
 RUN_POLL_SECONDS = 0.25
 
 
@@ -210,7 +207,7 @@ def build_sync_sensor(
                     raise
                 return SkipReason(unreachable_reason(source, exc)), None
             if tick.new_partition is not None:  # visible to the next evaluation at once
-                context.instance.add_dynamic_partitions(partitions.name, [tick.new_partition])
+                add_partition(context.instance, partitions.name, tick.new_partition)
             retire(context.instance, partitions.name, tick.retired)
         if not tick.run_requests:
             return SkipReason(tick.skip_reason), tick.blocked_by

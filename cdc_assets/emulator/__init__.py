@@ -5,31 +5,25 @@ sqlglot and run on SQLite in WAL mode, so many connections and processes can sha
 :class:`CaptureAgent`, :func:`scan` and :func:`cleanup` play SQL Server Agent's CDC jobs.
 No Dagster and no Spark here.
 
-Modules, bottom up (each imports only from the rows above it; ``test_layers.py`` checks there is
-no import circle):
+Sub-packages, bottom up (each imports only from itself and those above it in this list, and
+from ``errors``; ``cdc_assets_tests/emulator/test_layers.py`` checks it, and that no module
+imports in a circle):
 
-- ``errors``, ``sqlite_values`` (values in their SQLite storage forms), ``types`` (SQL Server
-  types and their SQLite storage), ``type_parsing``, ``untyped_values``, ``system_objects`` (the
-  system tables and views, typed), ``storage`` (the file layout), ``system_views`` (the views'
-  SQL), ``constraint_rows`` (the rows behind ``sys.key_constraints``, ``sys.indexes``),
-  ``bootstrap`` (the layout made in a new file, brought up to date in an older one), ``catalog``
-  (tables and capture instances, refreshed incrementally), ``transaction_log`` (the triggers that
-  log changes), ``functions`` (SQLite text of the CDC functions);
-- ``batch_statement``, ``variable_statements``, ``batch`` (a batch split into statements),
-  ``plan`` (what a statement translates to, what it returns), ``statements`` (parses a statement
-  and dispatches it to the planner registered for its kind);
-- the translator: ``scope``, ``type_rules``, ``source_text`` (the user's T-SQL in error
-  messages), ``translator_core``, ``expressions``, ``system_functions``, ``queries``, assembled
-  in ``translate``;
-- the other planners: ``dml``, ``ddl`` (over ``create_table`` and ``alter_table``) and
-  ``procedures`` (``EXEC`` and the registry of system procedures), with ``catalog_rows`` and
-  ``capture`` (the agent's jobs); the procedures: ``cdc_procedures`` (``sp_cdc_enable_db``,
-  ``sp_cdc_enable_table`` ...), ``cdc_job_procedures`` (the agent's jobs, scan, cleanup),
-  ``cdc_help_procedures`` (``sp_cdc_help_*``, ``sp_cdc_get_*``), ``help_procedures``
-  (``sp_help`` ...), ``catalog_procedures``;
-- ``session_functions`` (the SQLite functions bound to a session), ``session_transactions``
-  (transactions, LSNs), ``session`` (execution), ``dbapi`` (the pyodbc-like API a wire server or a
-  test uses). The settings of a source configured with ``emulator:`` are
+- ``errors``: SQL Server's errors, raised as pyodbc raises them (every part uses it);
+- ``values/``: SQL Server types, their SQLite storage forms, the SQLite functions over values;
+- ``catalog/``: the database file's layout, the system tables and views, the catalog of tables
+  and capture instances;
+- ``cdc/``: change capture: the triggers that log changes, the capture and cleanup jobs, the CDC
+  functions;
+- ``transactions/``: a session's transactions, savepoints and LSNs;
+- ``batches/``: the T-SQL front end: a batch split into statements, control flow and variables;
+- ``translate/``: one statement parsed (sqlglot) and translated to SQLite: queries, expressions,
+  system functions, INSERT / UPDATE / DELETE;
+- ``ddl/``: CREATE / ALTER / DROP;
+- ``procedures/``: ``EXEC`` and the system procedures (CDC, help, ODBC catalog);
+- ``session/``: one connection's engine, running batches;
+- ``dbapi`` (the pyodbc-like API a wire server or a test uses) and ``faults`` (faults tests
+  inject). The settings of a source configured with ``emulator:`` are
   :mod:`cdc_assets.emulator_source`, outside this package (it imports this package only when a
   connection opens).
 
@@ -37,7 +31,8 @@ The demo tables and the workload that drives them are in :mod:`cdc_assets.worklo
 T-SQL over any connection); nothing here imports them, nor the SQL Server layer.
 """
 
-from .capture import CaptureAgent, cleanup, scan
+from .catalog.storage import is_emulator_database
+from .cdc.capture import CaptureAgent, cleanup, scan
 from .dbapi import Connection, Cursor, Row, apilevel, connect, paramstyle, threadsafety
 from .errors import (
     DatabaseError,
@@ -51,7 +46,6 @@ from .errors import (
     ProgrammingError,
     Warning,
 )
-from .storage import is_emulator_database
 
 __all__ = [
     "CaptureAgent",

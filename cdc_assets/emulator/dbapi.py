@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from . import errors, faults
-from .plan import Result
-from .session import Session
+from .session.session import Session
+from .translate.plan import Result
 
 apilevel = "2.0"
 threadsafety = 1
@@ -130,8 +130,10 @@ class Cursor:
             self._rows = None
             self.description = None
             self.rowcount = -1
+            self.messages = []
             return
         result = self._results[position]
+        self.messages = [m.as_pyodbc() for m in result.messages]
         if result.columns is not None:
             self.description = tuple(c.description() for c in result.columns)
             self._row_type = _row_type(self.description)
@@ -158,6 +160,16 @@ class Cursor:
             return None
         columns = self._results[self._position].columns or ()
         return tuple(None if c.type is None else c.type.sql for c in columns)
+
+    @property
+    def notices(self) -> tuple[tuple[int, int, int, str], ...]:
+        """Emulator extra: the informational messages (PRINT, RAISERROR of severity 10 or less)
+        sent before the current result, as (number, state, severity, text); the TDS server
+        sends them as INFO tokens."""
+        if self._position >= len(self._results):
+            return ()
+        found = self._results[self._position].messages
+        return tuple((m.number, m.state, m.severity, m.text) for m in found)
 
     @property
     def command(self) -> str:

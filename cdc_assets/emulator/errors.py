@@ -12,6 +12,8 @@ The class follows pyodbc's mapping of the SQLSTATE class: ``42`` -> ProgrammingE
 
 from __future__ import annotations
 
+import re
+
 DRIVER = "[cdc_assets emulator][SQL Server]"
 
 
@@ -28,6 +30,8 @@ class Error(Exception):
     """
 
     hint: str = ""
+    severity: int | None = None  # set by RAISERROR / THROW; else SQL Server's for the number
+    state: int | None = None
 
     def __init__(self, sqlstate: str, message: str, number: int = 0) -> None:
         super().__init__(sqlstate, message)
@@ -80,6 +84,48 @@ class NotSupportedError(DatabaseError):
 def _message(sqlstate: str, text: str, number: int) -> str:
     suffix = f" ({number})" if number else ""
     return f"[{sqlstate}] {DRIVER}{text}{suffix} (SQLExecDirectW)"
+
+
+# number -> (state, class) as SQL Server raises them; anything else is state 1, class 16
+_KNOWN = {
+    1205: (51, 13),  # deadlock victim
+    1222: (56, 16),  # lock request time-out
+    2601: (1, 14),  # duplicate key (unique index)
+    2627: (1, 14),  # duplicate key (primary key / unique constraint)
+    313: (3, 16),  # CDC function argument outside the validity interval
+    3960: (2, 16),  # snapshot update conflict
+    4060: (1, 11),  # cannot open database
+    18456: (1, 14),  # login failed
+}
+USER_ERROR = 50000  # the number of errors without one of their own (as RAISERROR without id)
+_TEXT_RE = re.compile(r"^\[[^\]]*\] (?:\[[^\]]*\])*(?P<text>.*?)(?: \(\d+\))?(?: \(\w+\))?$", re.S)
+
+
+def error_text(exc: BaseException) -> str:
+    """The message of a DB-API error as SQL Server words it (no driver prefix, no number)."""
+    raw = str(exc.args[1]) if len(exc.args) > 1 else str(exc)
+    match = _TEXT_RE.match(raw)
+    return match.group("text") if match else raw
+
+
+def number_state_severity(exc: BaseException) -> tuple[int, int, int]:
+    """The error's number (50000 when it has none), state and class, as SQL Server sends them."""
+    number = int(getattr(exc, "number", 0) or 0) or USER_ERROR
+    state, severity = _KNOWN.get(number, (1, 16))
+    given_state, given_severity = getattr(exc, "state", None), getattr(exc, "severity", None)
+    return (
+        number,
+        state if given_state is None else given_state,
+        severity if given_severity is None else given_severity,
+    )
+
+
+def user_error(number: int, text: str, severity: int, state: int) -> Error:
+    """An error a script raised itself (``RAISERROR``, ``THROW``), with its class and state."""
+    error = server_error(number, text)
+    error.severity = severity
+    error.state = state
+    return error
 
 
 def database_file_missing(path: str) -> OperationalError:

@@ -2,8 +2,8 @@
 
 ODBC Driver 18 calls it (as an RPC) right after login, FreeTDS as batch text; pyodbc reads the
 column sizes of a few types from it. The server answers it itself, before the emulator, with the
-emulator's rows (:mod:`cdc_assets.emulator.catalog_procedures`, where ``EXEC sp_datatype_info...``
-in any other batch lands).
+emulator's rows (:mod:`cdc_assets.emulator.procedures.catalog_procedures`, where
+``EXEC sp_datatype_info...`` in any other batch lands).
 https://learn.microsoft.com/en-us/sql/odbc/reference/syntax/sqlgettypeinfo-function
 """
 
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc_assets.emulator.catalog_procedures import DATATYPE_INFO_COLUMNS, DATATYPE_INFO_ROWS
+from cdc_assets.emulator.procedures.catalog_procedures import (
+    DATATYPE_INFO_COLUMNS,
+    DATATYPE_INFO_ROWS,
+)
 
 from .datatypes import WireColumn, column_for_type, named
 

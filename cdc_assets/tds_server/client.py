@@ -326,6 +326,8 @@ class ClientConnection:
         self._sync_transaction(writer, failed=False)
         try:
             while True:
+                for number, state, severity, text in getattr(cursor, "notices", ()):
+                    writer.write(message(number, state, severity, text))  # PRINT: an INFO token
                 if cursor.description is not None:
                     count = self._stream(writer, cursor)
                     status = DONE_COUNT

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from dagster import (
+    AssetCheckKey,
     AssetCheckSeverity,
     AssetKey,
     AssetSelection,
@@ -23,7 +24,9 @@ from pyspark.sql import SparkSession
 from cdc_assets import emulator
 from cdc_assets.dagster import mirror_checks
 from cdc_assets.dagster.mirror import mirror_lsn, mirror_position, mirror_state
+from cdc_assets.dagster.sync import chain_end_check
 from cdc_assets.dagster.sync.chain import range_partitions
+from cdc_assets.dagster.sync.chain_end_check import Patience
 from cdc_assets.dagster.sync.metadata import OPERATION_NAMES
 from cdc_assets.dagster.sync.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION, partitions_name
 from cdc_assets.dagster.sync.source import CapturedTable
@@ -233,6 +236,16 @@ def test_failed_coverage_check_holds_back_its_mirror_only(harness: SyncHarness) 
     }
     assert set(at_end) == in_run and len(in_run) > 1, (at_end, in_run)
     assert {k for k, passed in at_end.items() if not passed} == {victim.mirror_key}, at_end
+    # ... saying which run failed for which table, why, and when the sensor tries it again
+    (behind,) = [
+        e
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == "at_chain_end" and e.asset_key == victim.mirror_key
+    ]
+    said = behind.description or ""
+    assert f"run {result.run_id} ({lsn_range.key}) failed for {victim.qualified_name}" in said
+    assert "1 time(s) in a row" in said and "tries it again in" in said, said
+    assert "Re-snapshot" in said or "re-snapshotting" in said, said
     state = mirror_state(harness.source, victim)
     assert state is not None and lsn_range.key not in state["applied_ranges"]
     others = [t for t in harness.source.tables if t != victim]
@@ -399,9 +412,24 @@ def test_reconcile_counts_the_source_at_the_mirror_lsn(
     assert checks[(victim.mirror_key.to_user_string(), "reconcile")] is False
     assert sum(not ok for ok in checks.values()) == 1
 
-    harness.tick()  # adds a range but does not run it: the mirrors are behind the chain now
+    # A range added, its run not executed: the mirrors are behind the chain now. Just added,
+    # the sensor is asking for its run: at_chain_end passes saying so (the sync is on its way)
+    (added,) = harness.tick().run_requests
     checks = _run_mirror_checks(harness)
-    assert not any(ok for (_, name), ok in checks.items() if name == "at_chain_end")
+    ends = {k: ok for k, ok in checks.items() if k[1] == "at_chain_end"}
+    assert len(ends) == len(tables) and all(ends.values()), checks
+    # ... and once the sensor has had longer than it needs to ask for the run, with none
+    # asked for, it fails saying which range has no run and what to do
+    monkeypatch.setattr(
+        chain_end_check, "patience", lambda _source: Patience(ask=0.0, start=0.0, queue=0.0)
+    )
+    at_end = AssetSelection.checks(*(AssetCheckKey(t.mirror_key, "at_chain_end") for t in tables))
+    stuck = harness.run_checks(at_end).get_asset_check_evaluations()
+    assert len(stuck) == len(tables) and not any(e.passed for e in stuck), stuck
+    for evaluation in stuck:
+        text = evaluation.description or ""
+        assert f"no run has been asked for range {added.partition_key}" in text, text
+        assert "shop_sync_sensor" in text and "dagster-daemon" in text, text
 
 
 def _cleanup_next_range(

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator import Connection, system_views
+from cdc_assets.emulator import Connection
+from cdc_assets.emulator.catalog import system_views
 from cdc_assets_tests.emulator.conftest import ORDERS_DDL, enable_cdc
 
 _OBJECT = (
@@ -235,17 +236,24 @@ def test_index_ddl_errors_as_sql_server(conn: Connection) -> None:
         assert _value(conn, f"SELECT COUNT(*) FROM {view}") == 0
 
 
-def test_foreign_keys_are_refused_and_the_empty_views(conn: Connection) -> None:
-    """The emulator has no foreign keys (REFERENCES / FOREIGN KEY are refused, not ignored),
-    computed columns or extended properties: their views are empty."""
+def test_foreign_keys_are_checked_not_kept_and_the_empty_views(conn: Connection) -> None:
+    """REFERENCES / FOREIGN KEY (setup scripts declare them: deploy/sqlserver/init.sql) are
+    accepted when what they reference exists (1767 / 1770 otherwise), and neither enforced nor
+    listed: sys.foreign_keys stays empty, as do the views of computed columns and extended
+    properties, which the emulator has none of."""
     conn.execute("CREATE TABLE dbo.parent (id int PRIMARY KEY)")
-    for ddl in (
-        "CREATE TABLE dbo.child (id int PRIMARY KEY, parent_id int REFERENCES dbo.parent (id))",
-        "CREATE TABLE dbo.child (id int PRIMARY KEY, parent_id int, "
-        "CONSTRAINT fk_child FOREIGN KEY (parent_id) REFERENCES dbo.parent (id))",
-    ):
-        with pytest.raises(emulator.Error, match=r"REFERENCES"):
-            conn.execute(ddl)
+    conn.execute(
+        "CREATE TABLE dbo.child (id int PRIMARY KEY, parent_id int REFERENCES dbo.parent (id))"
+    )
+    conn.execute(
+        "CREATE TABLE dbo.child2 (id int PRIMARY KEY, parent_id int, "
+        "CONSTRAINT fk_child FOREIGN KEY (parent_id) REFERENCES dbo.parent (id))"
+    )
+    with pytest.raises(emulator.Error, match=r"references invalid table.*\(1767\)"):
+        conn.execute("CREATE TABLE dbo.c3 (id int PRIMARY KEY, p int REFERENCES dbo.nosuch (id))")
+    with pytest.raises(emulator.Error, match=r"invalid column 'nope'.*\(1770\)"):
+        conn.execute("CREATE TABLE dbo.c4 (id int PRIMARY KEY, p int REFERENCES dbo.parent (nope))")
+    conn.execute("INSERT INTO dbo.child (id, parent_id) VALUES (1, 99)")  # not enforced
     for view in (
         "sys.foreign_keys",
         "sys.foreign_key_columns",

@@ -35,7 +35,7 @@ UNSUPPORTED = [
     ("SELECT SUSER_SNAME(), SESSION_USER", (), "'SESSION_USER'"),
     ("SELECT FORMAT(1, 'N')", (), "'FORMAT(1, 'N')'"),
     ("SELECT STRING_AGG([name], N',') FROM t", (), "'STRING_AGG([name], N',')'"),
-    ("SELECT DATEADD(day, 1, GETDATE())", (), "'DATEADD(day, 1, GETDATE())'"),
+    ("SELECT DATEADD(nanosecond, 1, GETDATE())", (), "'DATEADD(nanosecond, 1, GETDATE())'"),
     ("SELECT [name] COLLATE Japanese_Unicode FROM t", (), "'Japanese_Unicode'"),
     ("SELECT NEXT VALUE FOR seq", (), "'NEXT VALUE FOR seq'"),
     ("SELECT * FROM OPENJSON(N'[]')", (), "OPENJSON"),
@@ -48,7 +48,6 @@ UNSUPPORTED = [
     ("SELECT id FROM t FOR XML AUTO", (), "FOR XML"),
     ("SELECT * FROM t PIVOT (MAX([name]) FOR id IN ([1])) AS p", (), "PIVOT"),
     ("SELECT * FROM t TABLESAMPLE (10 PERCENT)", (), "'TABLESAMPLE (10 PERCENT)'"),
-    ("GRANT SELECT ON t TO public", (), "GRANT"),
     ("CREATE TABLE u (a int CHECK (a > 0))", (), "'CHECK (a > 0)'"),
     ("ALTER TABLE t ALTER COLUMN [name] nvarchar(40)", (), "'ALTER COLUMN [name] nvarchar(40)'"),
 ]

@@ -16,7 +16,8 @@ from random import Random
 import pytest
 
 from cdc_assets import emulator
-from cdc_assets.emulator import Connection, catalog, sqlite_db
+from cdc_assets.emulator import Connection
+from cdc_assets.emulator.catalog import catalog, sqlite_db
 from cdc_assets.workload import Workload, create_captured_tables, small_tables
 
 from .conftest import all_changes

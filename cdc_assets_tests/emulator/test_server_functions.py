@@ -148,3 +148,21 @@ def test_collate_compares_as_the_collation_named(conn: Connection) -> None:
         assert conn.execute(count.format(collation)).fetchval() == expected, collation
     with pytest.raises(emulator.Error, match=r"collation .Japanese_Unicode"):
         conn.execute("SELECT s COLLATE Japanese_Unicode FROM names_t")
+
+
+def test_dateadd_as_sql_server_adds(conn: Connection) -> None:
+    """DATEADD of date, datetime and datetime2 values keeps the type; a month added to the 31st
+    is the month's last day; time units carry into the date."""
+    row = conn.execute(
+        "SELECT DATEADD(SECOND, 180, CAST('2024-01-31 23:58:00.1234567' AS datetime2)), "
+        "DATEADD(month, 1, CAST('2024-01-31' AS date)), DATEADD(yy, -1, CAST('2024-02-29' AS "
+        "date)), DATEADD(day, 1, CAST('2024-02-28 10:00' AS datetime)), "
+        "DATEADD(ms, 1500, CAST('2024-01-01 00:00:00' AS datetime2(3)))"
+    ).fetchone()
+    assert tuple(row) == (
+        dt.datetime(2024, 2, 1, 0, 1, 0, 123456),
+        dt.date(2024, 2, 29),
+        dt.date(2023, 2, 28),
+        dt.datetime(2024, 2, 29, 10, 0),
+        dt.datetime(2024, 1, 1, 0, 0, 1, 500000),
+    )

@@ -90,6 +90,51 @@ def test_rolled_back_work_never_appears(
         orders.execute("ROLLBACK TRANSACTION")
 
 
+def test_savepoints_keep_the_transaction_open(
+    orders: Connection, connect: Callable[..., Connection], db_path: Path
+) -> None:
+    """As in SQL Server: ROLLBACK TRAN <savepoint> undoes the work after it and keeps the
+    transaction open with @@TRANCOUNT unchanged; savepoints nest and repeat (the latest of a name
+    wins); a rollback to an unknown name is 6401 and leaves the transaction as it was;
+    ROLLBACK TRAN <the transaction's name> ends it; the capture job sees only what committed."""
+    jdbc = connect(autocommit=False)  # mssql-jdbc's setSavepoint(name), autocommit off
+    jdbc.execute(
+        "IF @@TRANCOUNT = 0 BEGIN BEGIN TRAN IF @@TRANCOUNT = 2 COMMIT TRAN END SAVE TRAN [jdbc_sp]"
+    )
+    assert jdbc.trancount == 1
+    jdbc.execute("INSERT INTO [dbo].[orders] ([id]) VALUES (1)")
+    jdbc.execute("ROLLBACK TRAN [jdbc_sp]")
+    jdbc.execute("INSERT INTO [dbo].[orders] ([id]) VALUES (2)")
+    jdbc.commit()
+    orders.execute("BEGIN TRAN outer_tx")
+    orders.execute("BEGIN TRAN")
+    orders.execute("INSERT INTO [dbo].[orders] ([id]) VALUES (3)")
+    orders.execute("SAVE TRAN a")
+    orders.execute("UPDATE [dbo].[orders] SET [qty] = 1 WHERE [id] = 3")
+    orders.execute("SAVE TRAN b")
+    orders.execute("DELETE FROM [dbo].[orders] WHERE [id] = 3")
+    orders.execute("SAVE TRAN a")
+    orders.execute("INSERT INTO [dbo].[orders] ([id]) VALUES (4)")
+    orders.execute("ROLLBACK TRAN a")  # the latest a: the delete stays
+    assert [r[0] for r in orders.execute("SELECT id FROM dbo.orders ORDER BY id")] == [2]
+    orders.execute("ROLLBACK TRANSACTION b")  # the delete is undone, the update stays
+    assert orders.execute("SELECT qty FROM dbo.orders WHERE id = 3").fetchone()[0] == 1
+    assert orders.execute("SELECT @@TRANCOUNT").fetchone()[0] == 2
+    with pytest.raises(emulator.ProgrammingError, match=r"Cannot roll back nosuch.*\(6401\)"):
+        orders.execute("ROLLBACK TRAN nosuch")
+    assert orders.trancount == 2
+    orders.execute("COMMIT")
+    orders.execute("COMMIT")
+    orders.execute("BEGIN TRAN named")
+    orders.execute("INSERT INTO [dbo].[orders] ([id]) VALUES (5)")
+    orders.execute("ROLLBACK TRAN named")
+    assert orders.trancount == 0
+    emulator.scan(db_path)
+    changes = [(r.id, getattr(r, "__$operation"), r.qty) for r in change_rows(orders)]
+    assert changes == [(2, 2, None), (3, 2, None), (3, 3, None), (3, 4, 1)]
+    assert [r[0] for r in orders.execute("SELECT id FROM dbo.orders ORDER BY id")] == [2, 3]
+
+
 def test_nested_and_implicit_transactions(connect: Callable[..., Connection]) -> None:
     conn = connect(autocommit=False)
     conn.execute("CREATE TABLE t (id int PRIMARY KEY)")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cdc_assets import emulator
 from cdc_assets.emulator import Connection
-from cdc_assets.emulator import types as T
+from cdc_assets.emulator.values import types as T
 
 from .conftest import enable_cdc
 

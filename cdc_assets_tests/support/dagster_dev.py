@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import yaml
 from dagster import DagsterInstance, RunsFilter
 
-from cdc_assets.dagster.warm_launcher import DAGSTER_YAML as WARM_LAUNCHER
+from cdc_assets.dagster.demo.instance_settings import write_instance_settings
 from cdc_assets.process_group import ProcessGroup
 from cdc_assets_tests.support.jvm import FAST_JVM
 from cdc_assets_tests.support.net import free_port
@@ -183,8 +183,9 @@ def write_project(
     maintenance: dict[str, Any] | None = None,
     source_settings: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
-    """A cdc_assets config for ``source_db`` and a DAGSTER_HOME like the demo's (freshness on,
-    telemetry off, queued runs launched within a second, into warm run workers). Runs attach to
+    """A cdc_assets config for ``source_db`` and a DAGSTER_HOME with the demo's ``dagster.yaml``
+    (freshness on, telemetry and the community dialog off, queued runs launched within a second,
+    into warm run workers, at most 4 at once). Runs attach to
     the Spark Connect server ``spark_remote`` names (as the demo's do), else each starts a driver
     of its own.
     ``maintenance``: the source's maintenance policy (default: the config's);
@@ -219,12 +220,7 @@ def write_project(
         )
     )
     home = tmp / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(
-        "telemetry:\n  enabled: false\nfreshness:\n  enabled: true\n"
-        "run_coordinator:\n  module: dagster\n  class: QueuedRunCoordinator\n"
-        "  config:\n    dequeue_interval_seconds: 1\n" + WARM_LAUNCHER
-    )
+    write_instance_settings(home)  # make demo's own dagster.yaml
     return config, home
 
 
@@ -247,8 +243,6 @@ def dagster_dev(
     try:
         wait_for("the Dagster webserver", dev.answering, timeout, log)
         wait_for("the code location to load", lambda: _location_loaded(dev), timeout, log)
-        # The "join the community" dialog shows once per instance on localhost: seen.
-        dev.graphql("mutation { setNuxSeen }")
         yield dev
     finally:
         group.stop(60)

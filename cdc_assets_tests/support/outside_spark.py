@@ -37,12 +37,17 @@ def _duckdb_with_delta() -> duckdb.DuckDBPyConnection:
     return conn
 
 
-def read_with_duckdb(path: str, columns: Sequence[str]) -> list[tuple]:
+def read_with_duckdb(
+    path: str, columns: Sequence[str], where: str = "", params: Sequence[Any] = ()
+) -> list[tuple]:
     """The rows of the Delta table at ``path`` (``columns`` by their source names), read
-    through a cursor of its own (DuckDB's cursors share the database, not their state)."""
+    through a cursor of its own (DuckDB's cursors share the database, not their state); only
+    those ``where`` (a DuckDB condition on stored names, ``?`` for ``params``) when given."""
     names = ", ".join('"' + stored_name(c).replace('"', '""') + '"' for c in columns)
+    condition = f" WHERE {where}" if where else ""
     with _duckdb_with_delta().cursor() as cursor:
-        return cursor.execute(f"SELECT {names} FROM delta_scan(?)", [path]).fetchall()
+        query = f"SELECT {names} FROM delta_scan(?){condition}"
+        return cursor.execute(query, [path, *params]).fetchall()
 
 
 def read_with_query_builder(path: str, columns: Sequence[str]) -> list[tuple]:
@@ -56,7 +61,9 @@ def read_with_query_builder(path: str, columns: Sequence[str]) -> list[tuple]:
     return [tuple(row.values()) for row in pa.table(batches).to_pylist()]
 
 
-def _normal(value: Any) -> Any:
+def normal_value(value: Any) -> Any:
+    """``value`` as rows from different readers compare: an aware datetime as naive UTC, a
+    bytes-like value as ``bytes``."""
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.astimezone(dt.UTC).replace(tzinfo=None)
     if isinstance(value, bytearray | memoryview):
@@ -65,4 +72,4 @@ def _normal(value: Any) -> Any:
 
 
 def multiset(rows: Iterable[Sequence[Any]]) -> Counter:
-    return Counter(tuple(_normal(v) for v in row) for row in rows)
+    return Counter(tuple(normal_value(v) for v in row) for row in rows)

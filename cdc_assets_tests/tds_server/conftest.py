@@ -17,6 +17,7 @@ import pytest
 
 from cdc_assets import emulator
 from cdc_assets.tds_server import TdsServer, self_signed_context
+from cdc_assets.workload import Workload, create_demo_database
 from cdc_assets_tests.dagster.conftest import instance  # noqa: F401 - the Dagster instance fixture
 from cdc_assets_tests.emulator.test_contract import MAX_LSN, SETUP
 from cdc_assets_tests.support.tds import CLIENTS, PASSWORD, USER, wire_connect
@@ -39,6 +40,21 @@ def tds(db_path: Path, tls_context: ssl.SSLContext) -> Iterator[TdsServer]:
     emulator.connect(db_path).close()
     with TdsServer(db_path, logins={USER: PASSWORD}, tls=tls_context, lock_timeout=5) as server:
         yield server
+
+
+@pytest.fixture
+def shop(tmp_path: Path, tls_context: ssl.SSLContext) -> Iterator[tuple[Any, TdsServer, Workload]]:
+    """The demo tables (every mapped type) with changes captured, served over TDS."""
+    path = tmp_path / "salesdb.db"
+    local = emulator.connect(path, autocommit=True)
+    workload = create_demo_database(local, seed=3, rows_per_table=15, polling_interval=None)
+    for _ in range(15):
+        workload.step()
+    while emulator.scan(path) > 0:
+        pass
+    with TdsServer(path, logins={USER: PASSWORD}, tls=tls_context) as server:
+        yield local, server, workload
+    local.close()
 
 
 @pytest.fixture(params=CLIENTS)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cdc_assets.emulator.catalog_procedures import (
+from cdc_assets.emulator.procedures.catalog_procedures import (
     DATATYPE_INFO_COLUMNS,
     SP_COLUMNS_100_COLUMNS,
     SP_COLUMNS_COLUMNS,
@@ -103,8 +103,10 @@ def test_begin_end_blocks_and_statements_without_semicolons(db: Any) -> None:
 
 def test_use_of_the_served_database_and_of_another(db: Any) -> None:
     assert results(db, "USE [salesdb]; SELECT DB_NAME()") == [[("salesdb",)]]
-    with pytest.raises(Exception, match=r"Database 'master' does not exist.*911"):
-        db.execute("USE master")
+    db.execute("USE master")  # a system database: the context of principal statements
+    db.execute("USE salesdb")
+    with pytest.raises(Exception, match=r"Database 'otherdb' does not exist.*911"):
+        db.execute("USE otherdb")
 
 
 def test_unknown_procedure_is_error_2812(db: Any) -> None:

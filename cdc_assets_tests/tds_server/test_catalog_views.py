@@ -10,7 +10,7 @@ the file.)
 from cdc_assets_tests.emulator.test_catalog_views import (
     test_a_change_table_has_its_clustered_index,
     test_default_constraints_in_sql_servers_text,
-    test_foreign_keys_are_refused_and_the_empty_views,
+    test_foreign_keys_are_checked_not_kept_and_the_empty_views,
     test_identity_columns_seed_increment_and_last_value,
     test_index_ddl_errors_as_sql_server,
     test_key_constraints_are_objects_of_their_table,
@@ -24,7 +24,7 @@ __all__ = [
     "driver_exceptions",
     "test_a_change_table_has_its_clustered_index",
     "test_default_constraints_in_sql_servers_text",
-    "test_foreign_keys_are_refused_and_the_empty_views",
+    "test_foreign_keys_are_checked_not_kept_and_the_empty_views",
     "test_identity_columns_seed_increment_and_last_value",
     "test_index_ddl_errors_as_sql_server",
     "test_key_constraints_are_objects_of_their_table",

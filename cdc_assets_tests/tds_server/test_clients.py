@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ssl
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,23 +30,8 @@ from cdc_assets.sqlserver import (
 )
 from cdc_assets.sqlserver.quoting import quote_table
 from cdc_assets.tds_server import TdsServer
-from cdc_assets.workload import Workload, create_demo_database
+from cdc_assets.workload import Workload
 from cdc_assets_tests.support.tds import PASSWORD, USER, wire_connect
-
-
-@pytest.fixture
-def shop(tmp_path: Path, tls_context: ssl.SSLContext) -> Iterator[tuple[Any, TdsServer, Workload]]:
-    """The demo tables (every mapped type) with changes captured, served over TDS."""
-    path = tmp_path / "salesdb.db"
-    local = emulator.connect(path, autocommit=True)
-    workload = create_demo_database(local, seed=3, rows_per_table=15, polling_interval=None)
-    for _ in range(15):
-        workload.step()
-    while emulator.scan(path) > 0:
-        pass
-    with TdsServer(path, logins={USER: PASSWORD}, tls=tls_context) as server:
-        yield local, server, workload
-    local.close()
 
 
 def _typed(rows: list[Any]) -> list[tuple[tuple[type, Any], ...]]:

@@ -35,6 +35,14 @@ FIXED_SIZES = {
 }  # fmt: skip
 
 
+# the statements JdbcProbe's transaction modes run: set and read customer 7's name
+CUSTOMER_7_NAME = (
+    "UPDATE dbo.customers SET name = ? WHERE customer_id = ?",
+    "SELECT name FROM dbo.customers WHERE customer_id = ?",
+    "7",
+)
+
+
 def expected_size(column: ColumnDef) -> tuple[int, int | None]:
     """COLUMN_SIZE and DECIMAL_DIGITS of a demo column as SQL Server reports them."""
     base = column.base_type
@@ -157,9 +165,7 @@ def test_transaction_with_autocommit_off(demo: TdsServer, probe: Path) -> None:
         probe,
         "tx",
         url(demo.port),
-        "UPDATE dbo.customers SET name = ? WHERE customer_id = ?",
-        "SELECT name FROM dbo.customers WHERE customer_id = ?",
-        "7",
+        *CUSTOMER_7_NAME,
         "Bob",
         "Carl",
     )
@@ -174,6 +180,47 @@ def test_transaction_with_autocommit_off(demo: TdsServer, probe: Path) -> None:
         "trancount_after": "0",
         "other_connection": "Carl",
     }
+
+
+def test_savepoints_keep_the_transaction_open(demo: TdsServer, db_path: Path, probe: Path) -> None:
+    """setSavepoint sends ``IF @@TRANCOUNT = 0 BEGIN BEGIN TRAN IF @@TRANCOUNT = 2 COMMIT TRAN END
+    SAVE TRAN [name]`` (Debezium's schema snapshot does the same); rollback(savepoint) undoes
+    what came after it and leaves the transaction open (@@TRANCOUNT unchanged); the commit
+    keeps the rest, and the capture job sees only the update that committed."""
+    conn = emulator.connect(db_path, autocommit=True)
+    conn.execute("EXEC sys.sp_cdc_enable_db")
+    conn.execute(
+        "EXEC sys.sp_cdc_enable_table @source_schema = N'dbo', @source_name = N'customers', "
+        "@role_name = NULL"
+    )
+    found = run_probe(
+        probe,
+        "savepoint",
+        url(demo.port),
+        *CUSTOMER_7_NAME,
+        "Bob",
+        "Carl",
+        "Dan",
+    )
+    assert found == {
+        "updated": 1,
+        "trancount_at_savepoint": "1",
+        "updated_again": 1,
+        "inside": "Carl",
+        "after_rollback_to_savepoint": "Bob",
+        "trancount_after_rollback_to_savepoint": "1",
+        "updated_third": 1,
+        "after_unnamed_rollback": "Bob",
+        "trancount_after_commit": "0",
+        "other_connection": "Bob",
+    }
+    emulator.scan(db_path)
+    rows = conn.execute(
+        "SELECT [__$operation], name FROM cdc.dbo_customers_CT "
+        "ORDER BY [__$start_lsn], [__$seqval], [__$operation]"
+    ).fetchall()
+    conn.close()
+    assert [tuple(r) for r in rows] == [(3, "Ann"), (4, "Bob")]
 
 
 def test_a_wrong_database_fails_the_login(demo: TdsServer, probe: Path) -> None:

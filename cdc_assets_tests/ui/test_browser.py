@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus
+from dagster import AssetCheckKey, DagsterInstance, DagsterRunStatus
 
 from cdc_assets import emulator
 from cdc_assets.lsn import Lsn, LsnRange
@@ -41,6 +41,7 @@ from cdc_assets_tests.support.dagster_dev import (
     write_project,
 )
 from cdc_assets_tests.support.spark_connect import connect_server_for
+from cdc_assets_tests.support.steady_writes import steady_writes
 
 CHROMIUM = Path("/usr/bin/chromium")
 # As the machine's probe starts it: no sandbox as root, no GPU, no calls home (refused here).
@@ -203,6 +204,70 @@ def _cleanup_past_chain(db: Path, instance_name: str) -> None:
         cdc_admin.cleanup_change_table(conn, instance_name, get_max_lsn(conn), threshold=5000)
     finally:
         conn.close()
+
+
+def _chain_end_judgements(home: Path) -> list[dict[str, Any]]:
+    """Every at_chain_end evaluation of the mirrors recorded so far, newest first per mirror."""
+    found = []
+    with DagsterInstance.from_config(str(home)) as instance:
+        for key in instance.get_asset_keys():
+            if key.path[0] != "mirror":
+                continue
+            check = AssetCheckKey(key, "at_chain_end")
+            history = instance.event_log_storage.get_asset_check_execution_history(check, 1000)
+            for record in history:
+                evaluation = record.evaluation
+                if evaluation is None:  # planned, not yet evaluated
+                    continue
+                found.append(
+                    {
+                        "mirror": key.to_user_string(),
+                        "passed": evaluation.passed,
+                        "description": evaluation.description,
+                        "metadata": {
+                            k: getattr(v, "value", v) for k, v in evaluation.metadata.items()
+                        },
+                    }
+                )
+    return found
+
+
+def _judged_in_flight(home: Path, seen: dict[str, Any]) -> bool:
+    """The orders' mirror's at_chain_end has been judged (and passed) while the range after its
+    own was in flight."""
+    judgements = _chain_end_judgements(home)
+    seen["judgements"] = len(judgements)
+    seen["failed"] = [j for j in judgements if not j["passed"]][:3]
+    return any(
+        j["mirror"] == ORDERS["mirror"] and j["passed"] and j["metadata"].get("ranges_in_flight")
+        for j in judgements
+    )
+
+
+# What a passed at_chain_end says (sync/chain_end_check.py), and what a stuck one says.
+_ON_ITS_WAY = re.compile(r"The sync is on its way|at the end of the chain|is asking for the run")
+_STUCK = re.compile(r"has not started|has waited in the run queue|no run has been asked|failed for")
+
+
+def _at_chain_end_in_the_ui(page: Any, dev: DagsterDev, artifacts: Path) -> None:
+    """The orders' mirror's Checks tab while ranges run back to back: at_chain_end shows passed,
+    saying the sync is on its way (a mirror materialized a moment ago shows its check once the
+    run's mirrors step has judged it: the page is read again until then)."""
+    seen: dict[str, Any] = {}
+
+    def shown_passed() -> bool:
+        page.goto(f"{dev.url}/assets/{ORDERS['mirror']}?view=checks")
+        check = page.get_by_text("at_chain_end", exact=True).filter(visible=True).first
+        check.wait_for()
+        check.click()
+        page.wait_for_timeout(2000)
+        text = page.inner_text("body")
+        seen["text"] = text[:2000]
+        assert not _STUCK.search(text), text
+        return "Passed" in text and bool(_ON_ITS_WAY.search(text))
+
+    wait_for("at_chain_end shown passed", shown_passed, RUN_WAIT, dev.log, seen)
+    page.screenshot(path=artifacts / "00-checks-with-ranges-in-flight.png")
 
 
 def _launch(dev: DagsterDev, job: str) -> str:
@@ -472,6 +537,13 @@ def _the_scenario(
     tmp_path: Path, db: Path, config: Path, home: Path, page: Any, artifacts: Path
 ) -> None:
     with dagster_dev(tmp_path, config, home) as dev:
+        # The demo's instance does not greet with Dagster's "Join the Dagster community" dialog
+        # (nux disabled in its dagster.yaml; the browser test's instance is written the same way)
+        assert dev.graphql("{ shouldShowNux }")["shouldShowNux"] is False
+        page.goto(f"{dev.url}/asset-groups")
+        page.get_by_text("cdc_demo", exact=True).filter(visible=True).first.wait_for()
+        page.wait_for_timeout(2000)
+        assert page.get_by_text("Join the Dagster community").count() == 0
         # 0. Healthy looks healthy. The sensor (running by default) snapshots, a range follows;
         # the health job runs (what its 5-minute schedule does), the aggregate follows the mirror
         # by its automation condition (once a minute).
@@ -492,14 +564,26 @@ def _the_scenario(
                 RUN_WAIT,
                 dev.log,
             )
-            # daily_orders runs once a minute if its mirror moved after the minute began (a
-            # range that ended just before it does not count): orders keep changing meanwhile.
-            wait_for(
-                "daily_orders materialized by its automation condition",
-                lambda: _aggregated(home) or _touch_orders(db),
-                RUN_WAIT,
-                dev.log,
-            )
+            # The workload writes on (as in the demo): the sensor asks for each range while the
+            # one before it runs, so the mirrors' at_chain_end is judged with ranges in flight,
+            # and passes saying so. daily_orders runs once a minute if its mirror moved after
+            # the minute began (a range that ended just before it does not count).
+            with steady_writes(db, 0.5, seed=56):  # captured by the agent running
+                wait_for(
+                    "daily_orders materialized by its automation condition",
+                    lambda: _aggregated(home) or _touch_orders(db),
+                    RUN_WAIT,
+                    dev.log,
+                )
+                judged: dict[str, Any] = {}
+                wait_for(
+                    "a mirror's at_chain_end judged with the next range in flight",
+                    lambda: _judged_in_flight(home, judged),
+                    RUN_WAIT,
+                    dev.log,
+                    judged,
+                )
+                _at_chain_end_in_the_ui(page, dev, artifacts)
             # Once the last range is applied, the health job (what its 5-minute schedule does)
             # checks the mirrors as they are: then every check shown is for the latest state.
             last = _captured_max_lsn(db)
@@ -537,6 +621,13 @@ def _the_scenario(
 
             wait_for("every check shown passed", all_passed, RUN_WAIT, dev.log, shown)
             page.screenshot(path=artifacts / "00c-healthy-group-checks.png")
+            # a healthy sync never looked stuck: every at_chain_end the runs and the health job
+            # reported so far passed, those with ranges in flight among them
+            judgements = _chain_end_judgements(home)
+            assert judgements and all(j["passed"] for j in judgements), [
+                j for j in judgements if not j["passed"]
+            ]
+            assert any(j["metadata"].get("ranges_in_flight", 0) >= 1 for j in judgements)
 
         # Then the workload writes and cleanup removes what the next range needs of
         # dbo.orders before the sensor's run reads it.

@@ -22,6 +22,7 @@ from dagster import (
 )
 from dagster._core.definitions.sensor_definition import SensorExecutionData
 
+from ..sync.chain import add_partition
 from ..sync.names import sensor_name
 from ..sync.source import Source
 from ..sync_sensor import Tick, evaluate
@@ -101,7 +102,7 @@ def sync_step(
     if not tick.run_requests:
         return tick, None
     if tick.new_partition is not None:
-        instance.add_dynamic_partitions(str(partitions.name), [tick.new_partition])
+        add_partition(instance, str(partitions.name), tick.new_partition)
     results = [execute_request(job, instance, request) for request in tick.run_requests]
     return tick, next((r for r in results if not r.success), results[-1])
 

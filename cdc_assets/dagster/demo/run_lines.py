@@ -7,7 +7,9 @@ and the lag of the newest commit it carried; a failed run or a failed check as o
 batch of chunks it commits gives a progress line (rows done of the rows expected, chunks, rows/s,
 time left: the run's observations of the change log's ``snapshot`` partition). It also follows the
 log file ``LOG`` (where ``dagster dev`` writes) and repeats its warnings and errors, one line each.
-SIGINT or SIGTERM ends it quietly.
+SIGUSR1 tells it the demo is stopping (``demo_processes`` sends it before it stops Dagster): a run
+that ends from then on, or is left in flight, says ``stopped with the demo after N s``, not
+FAILURE. SIGINT or SIGTERM ends it, after a last line for each run that ended meanwhile.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import IO
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from ..sync.names import PARTITION_TAG, TABLES_TAG
+from ..sync.range_order import FINISHED, IN_FLIGHT
+from ..sync.runs_in_flight import failure_message
 
-FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 # Dagster's log lines: "<time> - <logger> - <LEVEL> - <message>" (colour codes stripped).
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 _LEVEL = re.compile(r" - (WARNING|ERROR|CRITICAL) - ")
@@ -46,9 +49,12 @@ class RunLine:
     lag_seconds: float | None
     failure: str = ""
     newest_commit: str = ""  # HH:MM:SS (UTC) of the newest commit the run carried
+    stopped_with_demo: bool = False  # it ended (or was left) because the demo stopped
 
     def text(self) -> str:
         took = f"{self.seconds:.0f} s" if self.seconds is not None else "?"
+        if self.stopped_with_demo:
+            return f"run {self.partition}: stopped with the demo after {took}"
         if self.status != "SUCCESS":
             why = f": {self.failure}" if self.failure else ""
             return f"run {self.partition}: {self.status} after {took}{why}"
@@ -68,19 +74,23 @@ def _number(metadata: dict, key: str) -> float | None:
     return float(raw) if isinstance(raw, int | float) else None
 
 
-def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[str]]:
-    """The line for a finished run and one line per failed asset check of it."""
+def describe_run(
+    instance: DagsterInstance, run_id: str, stopping: float | None = None
+) -> tuple[RunLine, list[str]]:
+    """The line for a run and one line per failed asset check of it. ``stopping``: when the
+    demo began to stop; a run that did not succeed and ended after it (or has not ended) was
+    stopped with the demo, and says so. Its time runs from its start (or, never started, from
+    when it was asked for) to its end (or now)."""
     record = instance.get_run_record_by_id(run_id)
     assert record is not None
     run = record.dagster_run
     partition = run.tags.get(PARTITION_TAG) or run.tags.get("dagster/partition") or "-"
     if partition == "-":
         partition = f"{run.job_name} (no partition)"
-    seconds = (
-        record.end_time - record.start_time
-        if record.end_time is not None and record.start_time is not None
-        else None
-    )
+    began = record.start_time or record.create_timestamp.timestamp()
+    ended = record.end_time if record.end_time is not None else time.time()
+    seconds = max(0.0, ended - began)
+    stopped = stopping is not None and run.status != DagsterRunStatus.SUCCESS and ended >= stopping
     tables = changed = rows = 0
     lags: list[float] = []
     newest = ""
@@ -115,18 +125,7 @@ def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[
                 f"check {key.asset_key.to_user_string()} {key.name} failed "
                 f"(run {partition}): {' '.join(description.split())}"
             )
-    failure = ""
-    if run.status != DagsterRunStatus.SUCCESS:
-        for kind in (DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE):
-            found = instance.get_records_for_run(run_id, of_type=kind, limit=1).records
-            if found:
-                entry = found[0].event_log_entry
-                error = getattr(entry.dagster_event.event_specific_data, "error", None)
-                while error is not None and error.cause is not None:  # the user's error
-                    error = error.cause
-                text = error.message if error is not None else entry.user_message
-                failure = " ".join(str(text).split())[:300]
-                break
+    failure = failure_message(instance, run_id) if run.status != DagsterRunStatus.SUCCESS else ""
     known = run.tags.get(TABLES_TAG, "")
     # the source's tables (a run works on those that changed; the rest are recorded quiet)
     tables = int(known) if known.isdigit() else tables
@@ -140,6 +139,7 @@ def describe_run(instance: DagsterInstance, run_id: str) -> tuple[RunLine, list[
         min(lags) if lags else None,
         failure,
         newest,
+        stopped,
     )
     return line, checks
 
@@ -190,25 +190,61 @@ def _log_lines(path: Path) -> Iterator[str]:
         yield ""
 
 
+def _finished_lines(
+    instance: DagsterInstance, seen: set[str], stopping: float | None
+) -> Iterator[str]:
+    """The lines of the runs that finished since ``seen`` (which they join), oldest first."""
+    records = instance.get_run_records(RunsFilter(statuses=FINISHED), limit=50)
+    for record in reversed(records):
+        run_id = record.dagster_run.run_id
+        if run_id in seen:
+            continue
+        seen.add(run_id)
+        line, checks = describe_run(instance, run_id, stopping)
+        # A run of no partition (the health job every 5 minutes, a check launched by hand) is
+        # news only when it fails or a check fails.
+        if not line.partition.endswith("(no partition)") or line.status != "SUCCESS":
+            yield line.text()
+        yield from checks
+
+
+def _left_lines(instance: DagsterInstance, seen: set[str], stopping: float) -> Iterator[str]:
+    """The runs the stopping demo leaves in flight (Dagster stopped before it recorded their
+    end): each stopped with the demo (the next ``make demo`` marks them failed, and the sync
+    sensor runs their range again)."""
+    for record in reversed(instance.get_run_records(RunsFilter(statuses=IN_FLIGHT), limit=50)):
+        if record.dagster_run.run_id not in seen:
+            seen.add(record.dagster_run.run_id)
+            line, _ = describe_run(instance, record.dagster_run.run_id, stopping)
+            yield f"{line.text()} (left {record.dagster_run.status.value})"
+
+
 def follow(log: Path, out: IO[str], interval: float = 2.0) -> None:
-    """Print run lines and log warnings until SIGINT/SIGTERM."""
+    """Print run lines and log warnings until SIGINT/SIGTERM. SIGUSR1 says the demo is
+    stopping: the runs that end from then on were stopped with it, and the lines say so."""
     stop = False
+    stopping: float | None = None
 
     def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
+        nonlocal stop, stopping
+        stopping = stopping or time.time()
+        stop = stop or signum != signal.SIGUSR1
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, on_signal)
     seen: set[str] = set()
     progress: dict[str, str | None] = {}  # a running run's cursor in its progress reports
     lines = _log_lines(log)
+
+    def say(line: str) -> None:
+        out.write(f"demo: {line}\n")
+
     with DagsterInstance.get() as instance:
         # Runs finished before this demo started are not news.
         seen.update(r.dagster_run.run_id for r in instance.get_run_records(RunsFilter()))
         while not stop:
             for line in iter(lambda: next(lines), ""):
-                out.write(f"demo: {line}\n")
+                say(line)
             running = instance.get_run_records(
                 RunsFilter(statuses=[DagsterRunStatus.STARTED]), limit=20
             )
@@ -218,26 +254,22 @@ def follow(log: Path, out: IO[str], interval: float = 2.0) -> None:
                     continue
                 reports, progress[run_id] = progress_lines(instance, run_id, progress.get(run_id))
                 for report in reports:
-                    out.write(f"demo: {report}\n")
-            records = instance.get_run_records(RunsFilter(statuses=FINISHED), limit=50)
-            for record in reversed(records):
-                run_id = record.dagster_run.run_id
-                if run_id in seen:
-                    continue
-                seen.add(run_id)
-                progress.pop(run_id, None)
-                line, checks = describe_run(instance, run_id)
-                # A run of no partition (the health job every 5 minutes, a check launched by
-                # hand) is news only when it fails or a check fails.
-                if not line.partition.endswith("(no partition)") or line.status != "SUCCESS":
-                    out.write(f"demo: {line.text()}\n")
-                for check in checks:
-                    out.write(f"demo: {check}\n")
+                    say(report)
+            for line in _finished_lines(instance, seen, stopping):
+                say(line)
             out.flush()
             for _ in range(int(interval * 10)):
                 if stop:
                     break
                 time.sleep(0.1)
+        # the last word: what ended meanwhile, and what the stop leaves in flight
+        assert stopping is not None
+        for line in (
+            *_finished_lines(instance, seen, stopping),
+            *_left_lines(instance, seen, stopping),
+        ):
+            say(line)
+        out.flush()
 
 
 def main(argv: list[str] | None = None) -> int:

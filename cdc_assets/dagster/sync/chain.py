@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,12 +91,29 @@ class RangeReader:
                 self._known = known
             return known
 
-    def newest(self) -> list[LsnRange]:
-        """The keys of the last read (any read holds the newest page), or the newest page."""
-        with self._lock:
-            if not self._known:  # none read yet, or a read that found no key
-                self._known = recent_ranges(self._instance, self._name)
-            return self._known
+
+def _added_key(partitions_name: str) -> str:
+    return f"cdc_assets/{partitions_name}/newest_added"
+
+
+def add_partition(instance: DagsterInstance, partitions_name: str, key: str) -> None:
+    """Add ``key`` to the source's partitions; a range's moment is noted first (the chain-end
+    checks tell a range the sensor has just added, whose run is being asked for, from one left
+    without a run: :mod:`.chain_end_check`), so whoever sees the key can see when it came."""
+    if key != SNAPSHOT_PARTITION and LsnRange.is_key(key):
+        noted = f"{key} {time.time():.3f}"
+        instance.run_storage.set_cursor_values({_added_key(partitions_name): noted})
+    instance.add_dynamic_partitions(partitions_name, [key])
+
+
+def newest_added(instance: DagsterInstance, partitions_name: str) -> tuple[str, float] | None:
+    """The newest range :func:`add_partition` added, and when (seconds since the epoch)."""
+    key = _added_key(partitions_name)
+    value = instance.run_storage.get_cursor_values({key}).get(key)
+    if not value:
+        return None
+    added, _, moment = value.partition(" ")
+    return added, float(moment)
 
 
 def _retired_key(partitions_name: str) -> str:

@@ -25,6 +25,7 @@ IN_FLIGHT = [
     DagsterRunStatus.STARTED,
     DagsterRunStatus.CANCELING,
 ]
+FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 POLL_SECONDS = 0.2
 # A run never waits longer than this for the runs before it: past it, a run that holds the lane
 # (hung, or of an old code version) fails this one, which the sensor retries.

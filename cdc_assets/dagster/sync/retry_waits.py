@@ -18,11 +18,10 @@ from .names import (
     PARTITION_TAG,
     SOURCE_TAG,
 )
+from .range_order import FINISHED
 from .source import CapturedTable, Source
-from .sync_state import SourceSync
+from .sync_state import SourceSync, TableSync
 from .table_failures import FAILED_TABLES_TAG, seconds_to_wait
-
-FINISHED = [DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
 
 
 def retry_pause(source: Source) -> float:
@@ -36,13 +35,14 @@ def table_waits(
 ) -> dict[CapturedTable, float]:
     """Those of ``tables`` that failed on their own a moment ago: the seconds each still waits
     (the pause grows with each failure in a row, :mod:`.table_failures`)."""
-    base = retry_pause(source)
+    return {t: left for t in tables if (left := table_wait(source, sync[t], moment)) is not None}
+
+
+def table_wait(source: Source, row: TableSync, moment: float) -> float | None:
+    """How long a table whose sync-state row is ``row`` still waits after its failures before
+    the sensor tries it again; None when it may go now."""
     bound = duration_seconds(source.config.sync.max_retry_pause)
-    return {
-        t: left
-        for t in tables
-        if (left := seconds_to_wait(sync[t], base, bound, moment)) is not None
-    }
+    return seconds_to_wait(row, retry_pause(source), bound, moment)
 
 
 def waiting_text(source: Source, sync: SourceSync, waits: Mapping[CapturedTable, float]) -> str:

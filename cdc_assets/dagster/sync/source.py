@@ -40,7 +40,7 @@ class CapturedTable:
     """A captured table as the assets see it: its source, name, capture instance and asset
     keys. The other tables have names of their own: :class:`~cdc_assets.sqlserver.SourceTable`
     (a table as the SQL Server catalog describes it), :class:`~cdc_assets.workload.table_model.
-    TableModel` (a table the workload writes), :class:`~cdc_assets.emulator.catalog.
+    TableModel` (a table the workload writes), :class:`~cdc_assets.emulator.catalog.catalog.
     EmulatedTable` (a table the emulator stores)."""
 
     source: str

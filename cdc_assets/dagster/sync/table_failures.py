@@ -61,9 +61,10 @@ def record_failures(
     sync: SourceSync,
     failures: Mapping[CapturedTable, str],
     updates: Mapping[CapturedTable, TableSync] | None = None,
-) -> None:
+) -> dict[CapturedTable, TableSync]:
     """Write ``updates`` and the failed tables' rows (one sync-state write), then name the
-    failed tables in the run's tag, so the sensor counts the failure against them alone."""
+    failed tables in the run's tag, so the sensor counts the failure against them alone; the
+    rows written."""
     moment = now()
     rows = dict(updates or {})
     for table, message in failures.items():
@@ -74,3 +75,4 @@ def record_failures(
         if len(names) > TAG_CHARS:
             names = names[: TAG_CHARS - 3] + "..."
         instance.add_run_tags(run_id, {FAILED_TABLES_TAG: names})
+    return rows

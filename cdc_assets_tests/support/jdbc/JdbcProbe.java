@@ -19,6 +19,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.ResultSetMetaData;
 import java.sql.SQLException;
+import java.sql.Savepoint;
 import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
@@ -28,7 +29,11 @@ public final class JdbcProbe {
 
     public static void main(String[] args) throws Exception {
         try {
-            String out = "meta".equals(args[0]) ? meta(args) : transaction(args);
+            String out = switch (args[0]) {
+                case "meta" -> meta(args);
+                case "savepoint" -> savepoint(args);
+                default -> transaction(args);
+            };
             System.out.println(out);
         } catch (SQLException e) {
             System.out.println("{\"error\": " + quote(String.valueOf(e.getMessage()))
@@ -97,6 +102,43 @@ public final class JdbcProbe {
             json.append(", \"after_commit\": ").append(quote(read(conn, select, key)));
             conn.setAutoCommit(true);
             json.append(", \"trancount_after\": ").append(quote(read(conn, "SELECT @@TRANCOUNT", null)));
+        }
+        try (Connection other = DriverManager.getConnection(url)) {
+            json.append(", \"other_connection\": ").append(quote(read(other, select, key)));
+        }
+        return json.append("}").toString();
+    }
+
+    /**
+     * setSavepoint / rollback(savepoint) with autocommit off: the first update stays, the second
+     * is undone, the transaction stays open until commit.
+     */
+    private static String savepoint(String[] args) throws SQLException {
+        String url = args[1];
+        String update = args[2];
+        String select = args[3];
+        int key = Integer.parseInt(args[4]);
+        StringBuilder json = new StringBuilder("{");
+        try (Connection conn = DriverManager.getConnection(url)) {
+            conn.setAutoCommit(false);
+            json.append("\"updated\": ").append(write(conn, update, args[5], key));
+            Savepoint savepoint = conn.setSavepoint("before_second");
+            json.append(", \"trancount_at_savepoint\": ")
+                    .append(quote(read(conn, "SELECT @@TRANCOUNT", null)));
+            json.append(", \"updated_again\": ").append(write(conn, update, args[6], key));
+            json.append(", \"inside\": ").append(quote(read(conn, select, key)));
+            conn.rollback(savepoint);
+            json.append(", \"after_rollback_to_savepoint\": ").append(quote(read(conn, select, key)));
+            json.append(", \"trancount_after_rollback_to_savepoint\": ")
+                    .append(quote(read(conn, "SELECT @@TRANCOUNT", null)));
+            Savepoint unnamed = conn.setSavepoint();
+            json.append(", \"updated_third\": ").append(write(conn, update, args[7], key));
+            conn.rollback(unnamed);
+            json.append(", \"after_unnamed_rollback\": ").append(quote(read(conn, select, key)));
+            conn.commit();
+            conn.setAutoCommit(true);
+            json.append(", \"trancount_after_commit\": ")
+                    .append(quote(read(conn, "SELECT @@TRANCOUNT", null)));
         }
         try (Connection other = DriverManager.getConnection(url)) {
             json.append(", \"other_connection\": ").append(quote(read(other, select, key)));
