@@ -123,12 +123,16 @@ def _checkpoint(table: Path) -> TableLog | None:
     return state
 
 
-def _plain(value: Any) -> Any:
+# The checkpoint's map fields (lists of pairs in Arrow; an empty one is an empty list)
+_MAPS = frozenset({"configuration", "options", "partitionValues", "tags"})
+
+
+def _plain(value: Any, name: str | None = None) -> Any:
     """A checkpoint's struct as the JSON log has it: maps (lists of pairs in Arrow) as dicts,
-    null fields left out."""
+    lists (``partitionColumns``) as lists, null fields left out."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return {k: _plain(v, k) for k, v in value.items() if v is not None}
+    if isinstance(value, list) and name in _MAPS:
         return dict(value)
     return value
 
