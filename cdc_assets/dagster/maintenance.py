@@ -183,14 +183,18 @@ def build_maintenance_job(source: Source) -> JobDefinition:
                     if done.skipped:
                         context.log.info(
                             f"[{n}/{len(source.tables)}] {key.to_user_string()}: nothing to do "
-                            f"(no file left to delete since its last VACUUM, version "
-                            f"{done.version_after})"
+                            f"(no file left to delete, version {done.version_after})"
                         )
                         continue
                     context.log.info(
                         f"[{n}/{len(source.tables)}] {key.to_user_string()}: kept "
                         f"{policy.keep_history} of history"
                         + (f", dropped {done.partitions_dropped} retired ranges" if drop else "")
+                        + (
+                            f", deleted {done.files_deleted} files"
+                            if done.files_deleted is not None
+                            else ""
+                        )
                         + f", version {done.version_before} -> {done.version_after}"
                     )
             except Exception as exc:  # one table's failure never holds back the others

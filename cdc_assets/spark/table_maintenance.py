@@ -11,20 +11,21 @@ is to be done:
   differ): expired log files are then deleted after each checkpoint (Spark's, and the driver's
   commits': :func:`.deletion_vector_commits.clean_expired_log`), and time travel
   (``read_mirror_as_of``, reconcile's reads) reaches back that far;
-- :func:`vacuum` deletes the data files no version within the history uses;
+- VACUUM deletes the data files no version within the history uses;
 - :func:`drop_partitions` deletes whole change-log partitions (the rows of ranges retired from
   Dagster, when the source is configured to drop them); their files go at a later VACUUM.
 
 Compaction is not here: the writer compacts its own small files right after its commit
-(:mod:`.compaction`), where nothing races it. What is here never loses to the sync's commits:
-on a local table the property change and the partition drop are the driver's own commits
-(:mod:`.driver_rewrites`, :mod:`.partition_drops`), milliseconds that are planned again when a
-range run took the version; elsewhere Spark's, retried (:mod:`.concurrent_commits`). VACUUM
-commits nothing a writer conflicts with.
-
-A table with nothing left to do is passed over after reading its recent history and its
-properties (:func:`nothing_to_vacuum`): a source of hundreds of tables, most of them quiet,
-would otherwise VACUUM each one every run (seconds each) to delete nothing.
+(:mod:`.compaction`), where nothing races it. What is here never loses to the sync's commits.
+On a local table it is all the driver's (:func:`keep_bounded_in_driver`): the property change
+and the partition drop its own commits (:mod:`.driver_rewrites`, :mod:`.partition_drops`),
+milliseconds that are planned again when a range run took the version, and VACUUM
+(:mod:`.driver_vacuum`) keeps exactly the history configured and commits nothing; a table costs
+a read of its log and a listing of its folder, no Spark job. Elsewhere it is Spark's
+(:func:`keep_bounded_with_spark`), its commits retried (:mod:`.concurrent_commits`), and a table
+with nothing left to do is passed over after reading its recent history and its properties
+(:func:`nothing_to_vacuum`): a source of hundreds of tables, most of them quiet, would otherwise
+VACUUM each one every run (seconds each) to delete nothing.
 
 A history shorter than Delta's default 7 days needs ``spark.databricks.delta.retentionDurationCheck
 .enabled=false`` (set on every session: :data:`.session.DEFAULT_CONF`): the setting is the user's
@@ -41,9 +42,11 @@ from dataclasses import dataclass
 
 from pyspark.sql import Row, SparkSession
 
+from . import delta_log
 from .concurrent_commits import retry_conflicts
 from .delta_location import is_local, local_path
 from .driver_rewrites import set_configuration
+from .driver_vacuum import vacuum_in_driver
 from .partition_drops import drop_in_driver
 from .partition_rows import PARTITION_COLUMN
 from .spark_sql_names import sql_string
@@ -65,6 +68,7 @@ class TableUpkeep:
     partitions_dropped: int
     version_before: int
     version_after: int
+    files_deleted: int | None = None  # by the VACUUM, when it says (the driver's does)
 
 
 def interval(seconds: float) -> str:
@@ -169,9 +173,53 @@ def keep_bounded(
     history_seconds: float,
     drop: Sequence[str] = (),
 ) -> TableUpkeep:
-    """All of the above for one table, in order: retention, dropped partitions, VACUUM. Nothing
-    but two reads when the table keeps the history asked, no partition is to be dropped and
-    :func:`nothing_to_vacuum`."""
+    """All of the above for one table, in order: retention, dropped partitions, VACUUM; on a
+    local table by the driver (:func:`keep_bounded_in_driver`), else by Spark
+    (:func:`keep_bounded_with_spark`)."""
+    if is_local(uri):
+        done = keep_bounded_in_driver(uri, history_seconds, drop)
+        if done is not None:
+            return done
+    return keep_bounded_with_spark(spark, uri, history_seconds, drop)
+
+
+def keep_bounded_in_driver(
+    uri: str, history_seconds: float, drop: Sequence[str] = ()
+) -> TableUpkeep | None:
+    """:func:`keep_bounded` of a local table without Spark: the history setting and the dropped
+    partitions the driver's own commits (:func:`.driver_rewrites.set_configuration`,
+    :func:`.partition_drops.drop_in_driver`), VACUUM the driver's too, keeping exactly the
+    history asked (:func:`.driver_vacuum.vacuum_in_driver`: no commit, no hour rounding); a
+    read of the log and a listing of the folder when there is nothing to do. None when the
+    driver does not write this table."""
+    table = local_path(uri)
+    before = delta_log.latest_version(table)
+    wanted = dict.fromkeys(HISTORY_PROPERTIES, interval(history_seconds))
+    changed = set_configuration(table, wanted)
+    if before is None or changed is None:
+        return None
+    dropped = 0
+    if drop:
+        if drop_in_driver(table, drop) is None:
+            return None
+        dropped = len(drop)
+    deleted = vacuum_in_driver(table, history_seconds)
+    if deleted is None:
+        return None
+    after = delta_log.latest_version(table)
+    assert after is not None
+    quiet = not changed and not dropped and not deleted
+    return TableUpkeep(uri, quiet, changed, dropped, before, after, deleted)
+
+
+def keep_bounded_with_spark(
+    spark: SparkSession,
+    uri: str,
+    history_seconds: float,
+    drop: Sequence[str] = (),
+) -> TableUpkeep:
+    """:func:`keep_bounded` by Spark. Nothing but two reads when the table keeps the history
+    asked, no partition is to be dropped and :func:`nothing_to_vacuum`."""
     history = recent_commits(spark, uri, HISTORY_READ)
     before = int(history[0]["version"])
     detail = table_detail(spark, uri)  # one read for all: the retention commit moves no file
