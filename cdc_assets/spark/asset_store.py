@@ -194,7 +194,11 @@ class AssetStore(DriverWrites, StoreReads):
             return []
         if PARTITION_COLUMN in table.metadata().partition_columns:
             return sorted({p[PARTITION_COLUMN] for p in table.partitions()})
-        rows = table.to_pyarrow_dataset().to_table(
+        # a file without a properties row (its null count says) is not read
+        with_properties = table.to_pyarrow_dataset(
+            file_pruning_predicate=f"{PROPERTIES_COLUMN} IS NOT NULL"
+        )
+        rows = with_properties.to_table(
             columns=[PARTITION_COLUMN],
             filter=pc.field(PROPERTIES_COLUMN).is_valid(),
             use_threads=False,  # see sync_state_store.read_rows

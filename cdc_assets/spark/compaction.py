@@ -173,13 +173,13 @@ def data_files(state: delta_log.TableLog) -> list[DataFile]:
     order, its snapshot's files a sequence of their own (a re-snapshot replaces them, and
     ``snapshot`` sorts after every range key). A change-log file without statistics of the
     partition column is left out (never merged)."""
-    partitioned = PARTITION_COLUMN in table_schema(state).names
+    change_log = PARTITION_COLUMN in table_schema(state).names
     found = []
     for key, add in state.files.items():
         stats = file_stats(add)
         order: tuple[Any, ...] = ()
         sequence = None
-        if partitioned:
+        if change_log:
             low = (stats.get("minValues") or {}).get(PARTITION_COLUMN)
             high = (stats.get("maxValues") or {}).get(PARTITION_COLUMN)
             if low is None or high is None:
