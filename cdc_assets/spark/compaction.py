@@ -127,9 +127,11 @@ def compact_after_commit(
 
 
 def first_line(exc: BaseException) -> str:
-    """The error's first line (a Spark error's message without its JVM stack trace)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The error's first line: a Spark error's message without its JVM stack trace (for a
+    Py4J error, the Java exception's line after py4j's "An error occurred while calling")."""
+    lines = [line.strip().lstrip(": ") for line in str(exc).strip().splitlines()]
+    lines = [line for line in lines if line and not line.startswith("An error occurred while")]
+    return lines[0] if lines else type(exc).__name__
 
 
 def _in_driver(table: Path, uri: str, started: float) -> Compaction | None:

@@ -13,10 +13,10 @@ from pyspark.sql import SparkSession
 from cdc_assets.dagster.sync.sync_state import state_path
 from cdc_assets.spark import delta_log, small_files
 from cdc_assets.spark.delta_location import local_path
-from cdc_assets.workload import DEMO_TABLES, table_by_name
+from cdc_assets.workload import table_by_name
 
 from .conftest import make_harness
-from .test_history import assert_history_equals_change_table, with_history
+from .test_history import TABLES, assert_history_equals_change_table, with_history
 
 FANOUT = 3  # small, so that a few ranges compact
 RANGES = 14
@@ -47,7 +47,7 @@ def test_every_table_stays_within_a_few_files_through_many_ranges(
     holds a few files at the end (the writer's compactions, each changing no data), not one per
     range; mirrors equal the source and histories the versions replayed from the change tables."""
     monkeypatch.setattr(small_files, "FANOUT", FANOUT)
-    tables = tuple(table_by_name(DEMO_TABLES, name) for name in ("dbo.customers", "dbo.events"))
+    tables = tuple(table_by_name(TABLES, name) for name in ("dbo.accounts", "dbo.events"))
     harness = make_harness(tmp_path, spark, instance, seed=5, rows=20, tables=tables)
     with_history(harness, include=("*",))
     harness.sync()

@@ -41,6 +41,7 @@ from cdc_assets_tests.spark.test_merge_with_deletion_vectors import (
     COLUMNS,
     DATA,
     KEYS,
+    _merge,
     _random_range,
     _table,
     _value,
@@ -230,21 +231,6 @@ def test_expired_log_files_go_after_each_checkpoint(tmp_path: Path, fanout: int)
     assert len(read_with_duckdb(str(table), ["id"])) == 40 * 6  # rows and properties rows
 
 
-def _merge_keyed(
-    store: AssetStore, spark: SparkSession, key: list[str], changes: Any, at: int
-) -> None:
-    arrow = changes.toArrow()
-    done = driver_merge.deletion_vector_merge_keyed(
-        store,
-        key,
-        RowsInDriver(changes.schema, lambda: arrow),
-        key_columns=KEYS,
-        snapshot_lsn=None,
-        properties={"lsn": Lsn.from_int(at).hex},
-    )
-    assert done is not None
-
-
 def _feed(spark: SparkSession, uri: str, start: int) -> Counter:
     feed = spark.read.format("delta").option("readChangeFeed", "true")
     rows = feed.option("startingVersion", start).load(uri).select(*COLUMNS, "_change_type")
@@ -271,7 +257,7 @@ def test_a_compacted_mirror_reads_the_same_everywhere_and_keeps_its_feed_and_lsn
         rows, state = _random_range(rng, state, at, rng.randint(1, 12))
         changes = change_rows(spark, rows, DATA)
         for key in (compacted, twin):
-            _merge_keyed(store, spark, key, changes, at)
+            assert _merge(store, spark, key, changes, at) == "driver"
         compactions += compaction.compact_after_commit(spark, store, compacted) is not None
     table = local_path(store.location(compacted))
     assert compactions and len(_live_files(table)) < len(
@@ -298,7 +284,7 @@ def test_a_compacted_mirror_reads_the_same_everywhere_and_keeps_its_feed_and_lsn
         ), lsn
     # the next merges, the driver's and Spark's, go into the compacted files
     rows, state = _random_range(rng, state, 5000, 10)
-    _merge_keyed(store, spark, compacted, change_rows(spark, rows, DATA), 5000)
+    assert _merge(store, spark, compacted, change_rows(spark, rows, DATA), 5000) == "driver"
     rows, state = _random_range(rng, state, 6000, 10)
     spark_merges.spark_merge_keyed(
         spark,
