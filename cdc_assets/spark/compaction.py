@@ -71,6 +71,9 @@ PASSES = 4  # commits of one compaction at most (a merged file may complete the 
 DRIVER_COMPACT_BYTES = 512 << 20  # more than this to rewrite at once: Spark's OPTIMIZE
 OPTIMIZE_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
 OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+# OPTIMIZE also rewrites every file with more than this share of its rows deleted (Delta's
+# default 0.05: most of a large mirror's key-range files after a day of MERGEs)
+OPTIMIZE_DELETED_RATIO = "spark.databricks.delta.optimize.maxDeletedRowsRatio"
 # Spark's auto compaction's operation parameters (DESCRIBE HISTORY shows them)
 OPTIMIZE_PARAMETERS = {"predicate": "[]", "zOrderBy": "[]", "clusterBy": "[]", "auto": "true"}
 LAYOUT_PARAMETERS = {"mode": "Overwrite", "partitionBy": "[]"}
@@ -325,7 +328,11 @@ def _with_spark(
     if not plan(files, ordered=False):
         return None
     target = target_bytes(files)
-    sizes = {OPTIMIZE_MIN_FILE_SIZE: str(large_bytes(target)), OPTIMIZE_MAX_FILE_SIZE: str(target)}
+    sizes = {
+        OPTIMIZE_MIN_FILE_SIZE: str(large_bytes(target)),
+        OPTIMIZE_MAX_FILE_SIZE: str(target),
+        OPTIMIZE_DELETED_RATIO: "0.75",  # as small_files: a quarter of a file's rows left
+    }
     with session_settings(spark, sizes):  # this table's sizes, not the next statement's
         result = retry_conflicts(
             lambda: spark.sql(f"OPTIMIZE delta.`{uri}`").collect(), f"compacting {uri}"

@@ -7,7 +7,9 @@ neither the current version uses (a live file and its deletion vector) nor a ver
 history may use (a file removed less than the history ago: its tombstone's
 ``deletionTimestamp``), and that is older than the history itself (a file a writer is still
 committing is new). The log, hidden files and folders (``_`` or ``.`` first, but ``_change_data``
-and an old layout's partition folders) are left alone, as Delta's ``VACUUM`` leaves them.
+and partition folders, ``<column>=<value>``) are left alone, as Delta's ``VACUUM`` leaves them;
+unlike Delta's, a column's partition folders are looked into also when the table is no longer
+partitioned by it (a change log rewritten from the old layout: its old files go too).
 
 Spark's ``VACUUM ... RETAIN n HOURS`` counts whole hours (0.17 hours is 0: every earlier version's
 files would go), so a history of 10 minutes kept its files an hour; and it costs a listing job and
@@ -18,6 +20,7 @@ local fast path; other storage is Spark's).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -44,9 +47,13 @@ def vacuum_in_driver(table: Path, history_seconds: float) -> int | None:
     for remove in state.removed.values():
         if int(remove.get("deletionTimestamp") or 0) / 1000 > cutoff:
             used |= _paths(table, remove)
-    partitions = list(state.metadata.get("partitionColumns") or [])
+    # a column's partition folders: the table's partition columns', and those of a column that
+    # partitioned it before (a change log rewritten from the old layout leaves its folders)
+    columns = [
+        f["name"] for f in json.loads(state.metadata.get("schemaString") or "{}").get("fields", [])
+    ]
     deleted = 0
-    for path in _candidates(table, partitions):
+    for path in _candidates(table, columns):
         if path in used:
             continue
         try:

@@ -385,7 +385,8 @@ def test_a_change_log_of_the_old_layout_is_rewritten_once_and_reads_the_same(
     """A change log as main wrote it (physically partitioned by ``_cdc_partition``, a folder and
     a file per partition): it reads as before; the next range is written into it and the
     writer's compaction rewrites it into one table (saying so in the log), its partitions and
-    properties unchanged; later ranges compact as any."""
+    properties unchanged; later ranges compact as any; the old folders' files go at the next
+    VACUUM."""
     store = AssetStore(tmp_path)
     key = ["cdc", "old_changes"]
     uri = store.location(key)
@@ -421,6 +422,12 @@ def test_a_change_log_of_the_old_layout_is_rewritten_once_and_reads_the_same(
         _write_range(store, key, range_key(n), n)
     assert "old layout" not in caplog.text
     assert len(store.delta_table(key).file_uris()) <= 3 * (fanout - 1) + 2
+    # the old layout's folders empty at the maintenance job's next VACUUM (none kept here)
+    old_files = list(Path(uri).glob(f"{PARTITION_COLUMN}=*/*.parquet"))
+    assert old_files
+    done = keep_bounded(spark, uri, 0.0)
+    assert done.files_deleted is not None and done.files_deleted >= len(old_files)
+    assert not list(Path(uri).glob(f"{PARTITION_COLUMN}=*/*.parquet"))
     two = store.read_partitions(spark, key, [range_key(5), range_key(29)])
     assert sorted(tuple(r) for r in two.collect()) == [
         *((500 + i, "r5") for i in range(5)),
