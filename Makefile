@@ -59,6 +59,7 @@ bench: setup
 	$(PY) benchmarks/quiet_range.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/emulator_tables.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/maintenance.py $(if $(QUICK),--quick)
+	$(PY) benchmarks/compaction.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/burst_memory.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/snapshot_beside_ranges.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/freshness.py $(if $(QUICK),--quick)

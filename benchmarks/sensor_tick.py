@@ -159,16 +159,13 @@ def publish(
     else:
         data = pa.table(
             {
-                "id": pa.array([None], pa.int32()),
                 PARTITION_COLUMN: [partition],
                 PROPERTIES_COLUMN: [text],
+                "id": pa.array([None], pa.int32()),
             }
         )
         mode = "overwrite"
-        extra = {
-            "partition_by": [PARTITION_COLUMN],
-            "predicate": f"{PARTITION_COLUMN} = '{partition}'",
-        }
+        extra = {"predicate": f"{PARTITION_COLUMN} = '{partition}'"}
     write_deltalake(
         uri,
         data,

@@ -5,9 +5,9 @@ captured table (:mod:`cdc_assets.spark.table_maintenance`):
 
 - sets the change log's and the mirror's Delta history to ``maintenance.keep_history`` and
   VACUUMs them: the files of older versions (a mirror's MERGEs, its change data feed, replaced
-  change-log partitions) are deleted, the log drops older commits at its next checkpoint; a
-  table whose last VACUUM left nothing to delete since (quiet for longer than the history) is
-  passed over after reading its history;
+  change-log partitions, files the writers' compactions replaced) are deleted, the log drops
+  older commits at its next checkpoint; a table whose last VACUUM left nothing to delete since
+  (quiet for longer than the history) is passed over after reading its history;
 - with ``maintenance.drop_retired_changes``, deletes the change-log rows of the range partitions
   the sync sensor retired from Dagster (``sync.retain_ranges``; their end is
   :func:`.sync.chain.retired_through`), which no mirror needs any more: every mirror applied them;
@@ -19,7 +19,11 @@ run of the example assets, while it is among the newest :data:`KEEP_NEWEST` of i
 hold the results shown); and any run that logged the newest ``snapshot`` materialization of an
 asset (the mirror's is logged by the first range run after a snapshot).
 
-A table that fails is reported and the others go on; the job fails at the end naming them.
+Small files are not compacted here: each table's writer compacts its own right after its commit
+(:mod:`cdc_assets.spark.compaction`), where no range run races it. The commits made here win
+over the range runs' (:mod:`cdc_assets.spark.table_maintenance`). A table that fails is reported
+in one line (what failed, for which table, what happens next: never a Java stack trace) and the
+others go on; the job fails at the end naming them.
 """
 
 # No ``from __future__ import annotations``: Dagster checks the ``context`` annotation at runtime.
@@ -46,6 +50,7 @@ from dagster import (
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
 from cdc_assets.config import duration_seconds
+from cdc_assets.spark.compaction import first_line
 from cdc_assets.spark.table_maintenance import keep_bounded
 
 from .examples import EXAMPLES_SENSOR
@@ -156,9 +161,9 @@ def build_maintenance_job(source: Source) -> JobDefinition:
     @op(
         name=f"{source.name}_maintain_storage",
         required_resource_keys={"pyspark"},
-        description=f"VACUUM, history retention and compaction of the mirrors' small files, for "
-        f"every change log and mirror of source "
-        f"'{source.name}'; retired ranges' rows dropped when configured; old runs deleted.",
+        description=f"VACUUM and history retention for every change log and mirror of source "
+        f"'{source.name}' (their writers compact their small files); retired ranges' rows "
+        "dropped when configured; old runs deleted.",
     )
     def maintain(context: OpExecutionContext) -> None:
         spark = context.resources.pyspark.spark_session
@@ -174,18 +179,11 @@ def build_maintenance_job(source: Source) -> JobDefinition:
                     drop: list[str] = []
                     if policy.drop_retired_changes and key == table.change_log_key:
                         drop = _retired_keys(store.partition_keys(key.path), through)
-                    done = keep_bounded(
-                        spark,
-                        store.location(key.path),
-                        history,
-                        drop,
-                        compact_files=key == table.mirror_key,
-                    )
+                    done = keep_bounded(spark, store.location(key.path), history, drop)
                     if done.skipped:
                         context.log.info(
                             f"[{n}/{len(source.tables)}] {key.to_user_string()}: nothing to do "
-                            f"(no file left to delete since its last VACUUM, version "
-                            f"{done.version_after})"
+                            f"(no file left to delete, version {done.version_after})"
                         )
                         continue
                     context.log.info(
@@ -193,23 +191,29 @@ def build_maintenance_job(source: Source) -> JobDefinition:
                         f"{policy.keep_history} of history"
                         + (f", dropped {done.partitions_dropped} retired ranges" if drop else "")
                         + (
-                            f", compacted {done.files_compacted} small files"
-                            if done.files_compacted
+                            f", deleted {done.files_deleted} files"
+                            if done.files_deleted is not None
                             else ""
                         )
                         + f", version {done.version_before} -> {done.version_after}"
                     )
             except Exception as exc:  # one table's failure never holds back the others
                 failed.append(table.qualified_name)
-                context.log.error(f"{table.qualified_name}: maintenance failed: {exc}")
+                context.log.error(
+                    f"{table.qualified_name}: maintenance failed ({first_line(exc)}); the other "
+                    "tables go on, the next maintenance run tries this one again"
+                )
             context.log.debug(f"{table.qualified_name}: {time.monotonic() - started:.1f} s")
         state = state_path(source)
         if store.commit_properties(state) is not None:
             try:  # the source's sync state: rewritten a few times per range
-                keep_bounded(spark, store.location(state), history, compact_files=True)
+                keep_bounded(spark, store.location(state), history)
             except Exception as exc:
                 failed.append("the sync state")
-                context.log.error(f"the sync state of {source.name}: maintenance failed: {exc}")
+                context.log.error(
+                    f"the sync state of {source.name}: maintenance failed ({first_line(exc)}); "
+                    "the next maintenance run tries it again"
+                )
         if policy.keep_runs is not None:
             deleted = delete_runs(
                 context.instance, source, duration_seconds(policy.keep_runs), context.run_id

@@ -5,16 +5,16 @@ credentials come from the environment. Delta's commits are atomic on every one o
 nothing here renames, locks or lists files: a write that dies leaves the previous version.
 
 Partitioned assets (the change logs) keep every partition in the same table, its rows marked
-by the partition-key column ``_cdc_partition`` (also the table's physical partitioning). Writing
-a partition replaces exactly that partition's rows (``replaceWhere``) in one commit that also
-holds the partition's *properties* — LSNs, coverage, counts — as one extra "properties row"
-(``_cdc_properties`` set, every data column null). So the properties are in the same commit
-and the same files as the rows, survive log cleanup, are read without scanning the data
-(partition pruning) and exist for empty partitions too. The properties are computed by the
-writer's ``finalize`` (:mod:`.change_log_store`'s writes, :class:`.store_writes.FrameWrite`)
-from the data *before* the commit, after the rows are read in full; one that raises (a
-validity check that failed) commits nothing. A partition that cannot be
-written (changes removed by cleanup) is a properties row alone that records the gap.
+by the partition-key column ``_cdc_partition`` (a column, not a folder per partition: see
+:mod:`.partition_rows`). Writing a partition replaces exactly that partition's rows
+(``replaceWhere``) in one commit that also holds the partition's *properties* — LSNs, coverage,
+counts — as one extra "properties row" (``_cdc_properties`` set, every data column null). So the
+properties are in the same commit and the same files as the rows, survive log cleanup, are read
+without scanning the data (file statistics) and exist for empty partitions too. The
+properties are computed by the writer's ``finalize`` (:mod:`.change_log_store`'s writes,
+:class:`.store_writes.FrameWrite`) from the data *before* the commit, after the rows are read
+in full; one that raises (a validity check that failed) commits nothing. A partition that
+cannot be written (changes removed by cleanup) is a properties row alone that records the gap.
 
 Unpartitioned assets (the mirrors, the examples) are written whole, or updated in place with
 ``MERGE INTO`` (:mod:`.mirror_store`); their properties are the commit's ``userMetadata``.
@@ -72,7 +72,7 @@ from .partition_rows import (
     properties_in,
     with_null_columns,
 )
-from .spark_sql_names import sql_string
+from .spark_sql_names import column, sql_string
 from .store_reads import StoreReads
 from .stored_columns import (
     TABLE_PROPERTIES,
@@ -185,11 +185,25 @@ class AssetStore(DriverWrites, StoreReads):
         return properties.get(GAP) if properties else None
 
     def partition_keys(self, key_path: Sequence[str]) -> list[str]:
-        """The partitions that have files in the table's current version (from its log)."""
+        """The partitions that have rows in the table's current version: each has a properties
+        row (the old layout: the partition values its log lists)."""
+        import pyarrow.compute as pc
+
         table = self._delta_rs(key_path)
-        if table is None or PARTITION_COLUMN not in table.metadata().partition_columns:
+        if table is None or PARTITION_COLUMN not in {f.name for f in table.schema().fields}:
             return []
-        return sorted({p[PARTITION_COLUMN] for p in table.partitions()})
+        if PARTITION_COLUMN in table.metadata().partition_columns:
+            return sorted({p[PARTITION_COLUMN] for p in table.partitions()})
+        # a file without a properties row (its null count says) is not read
+        with_properties = table.to_pyarrow_dataset(
+            file_pruning_predicate=f"{PROPERTIES_COLUMN} IS NOT NULL"
+        )
+        rows = with_properties.to_table(
+            columns=[PARTITION_COLUMN],
+            filter=pc.field(PROPERTIES_COLUMN).is_valid(),
+            use_threads=False,  # see sync_state_store.read_rows
+        )
+        return sorted(set(rows.column(PARTITION_COLUMN).to_pylist()))
 
     def history(self, key_path: Sequence[str], limit: int | None = None) -> list[dict[str, Any]]:
         """The table's commits, newest first (delta-rs); [] when there is no table."""
@@ -306,17 +320,10 @@ class AssetStore(DriverWrites, StoreReads):
             writer = data.write.format("delta").mode("overwrite")
             writer = writer.option("overwriteSchema", "true")
         else:
-            stored = data.withColumn(PARTITION_COLUMN, F.lit(partition)).withColumn(
-                PROPERTIES_COLUMN, F.lit(None).cast("string")
-            )
-            if later is not None:
-                stored = with_null_columns(stored, later)
-            marker = self._properties_row(spark, data, partition, properties)
             writer = (
-                stored.unionByName(marker, allowMissingColumns=True)
+                self.partition_rows(spark, data, partition, properties, later)
                 .write.format("delta")
                 .mode("overwrite")
-                .partitionBy(PARTITION_COLUMN)
                 .option("replaceWhere", f"{PARTITION_COLUMN} = {sql_string(partition)}")
                 .option("mergeSchema", "true")
             )
@@ -343,6 +350,27 @@ class AssetStore(DriverWrites, StoreReads):
                 f"ALTER TABLE delta.`{self.location(key_path)}` "
                 "SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
             )
+
+    def partition_rows(
+        self,
+        spark: SparkSession,
+        data: DataFrame,
+        partition: str,
+        properties: Mapping[str, Any],
+        later: T.StructType | None,
+    ) -> DataFrame:
+        """``data`` (encoded for Delta) as the rows of ``partition`` with its properties row,
+        the partition columns first (:mod:`.partition_rows`), ``later``'s columns it lacks null."""
+        stored = data.withColumn(PARTITION_COLUMN, F.lit(partition)).withColumn(
+            PROPERTIES_COLUMN, F.lit(None).cast("string")
+        )
+        if later is not None:
+            stored = with_null_columns(stored, later)
+        marker = self._properties_row(spark, data, partition, properties)
+        rows = stored.unionByName(marker, allowMissingColumns=True)
+        first = [PARTITION_COLUMN, PROPERTIES_COLUMN]
+        ordered = first + [c for c in rows.columns if c not in first]
+        return rows.select(*[column(c) for c in ordered])
 
     def _properties_row(
         self, spark: SparkSession, like: DataFrame, partition: str, properties: Mapping[str, Any]

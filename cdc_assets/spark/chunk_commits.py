@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from . import sqlserver_source
 from .asset_store import AssetStore
@@ -31,11 +30,9 @@ from .concurrent_commits import retry_conflicts
 from .partition_rows import (
     COMMIT_SEQ,
     PARTITION_COLUMN,
-    PROPERTIES_COLUMN,
     STORED_COLUMNS,
     WRITE_ID,
     Properties,
-    with_null_columns,
 )
 from .spark_sql_names import sql_string
 from .stored_columns import TABLE_PROPERTIES, decode_from_delta, encode_for_delta
@@ -87,16 +84,10 @@ def _commit(
 ) -> Published:
     uri = store.location(key_path)
     store._turn_on_timestamp_ntz(spark, key_path, data.schema)
-    stored = data.withColumn(PARTITION_COLUMN, F.lit(partition)).withColumn(
-        PROPERTIES_COLUMN, F.lit(None).cast("string")
-    )
-    if later_columns is not None:
-        stored = with_null_columns(stored, encode_for_delta(later_columns).schema)
-    marker = store._properties_row(spark, data, partition, properties)
+    later = encode_for_delta(later_columns).schema if later_columns is not None else None
     writer = (
-        stored.unionByName(marker, allowMissingColumns=True)
+        store.partition_rows(spark, data, partition, properties, later)
         .write.format("delta")
-        .partitionBy(PARTITION_COLUMN)
         .option("mergeSchema", "true")
         .option("txnAppId", str(properties[WRITE_ID]))
         .option("txnVersion", str(properties[COMMIT_SEQ]))

@@ -101,18 +101,44 @@ def write_checkpoint(table: Path, version: int) -> None:
     ``delta.checkpointInterval``), so the log stays short for every reader however many commits
     come from here. delta-rs writes it (one Parquet file, deletion vectors and column mapping
     kept; Spark, DuckDB and :mod:`.delta_log` read it). The commit stands if it fails: the next
-    checkpoint version writes one."""
+    checkpoint version writes one. Then, as Spark does after its checkpoints, the log files
+    older than ``delta.logRetentionDuration`` are deleted (:func:`clean_expired_log`): a table
+    written only from here would otherwise keep every commit file forever."""
     from deltalake import DeltaTable
 
     started = time.perf_counter()
     try:
-        DeltaTable(str(table), version=version).create_checkpoint()
+        checkpointed = DeltaTable(str(table), version=version)
+        checkpointed.create_checkpoint()
     except Exception as error:  # a checkpoint is an optimisation; the commit is made
         log.warning("%s: no checkpoint of version %d: %s", table, version, error)
         return
+    clean_expired_log(table, checkpointed)
     log.info(
         "%s: checkpoint of version %d in %.2f s", table, version, time.perf_counter() - started
     )
+
+
+def clean_expired_log(table: Path, opened: Any) -> None:
+    """Delete the log files (commits, checkpoints) older than the table's
+    ``delta.logRetentionDuration`` that no version within it needs (delta-rs's
+    ``cleanup_metadata``: only those before a checkpoint older than the retention), unless the
+    table sets ``delta.enableExpiredLogCleanup`` false; and the checksum files Spark writes
+    beside commits that are gone. ``opened``: the table as delta-rs opened it. Best effort: a
+    failure is logged, the next checkpoint tries again."""
+    configuration = opened.metadata().configuration
+    if configuration.get("delta.enableExpiredLogCleanup", "true").lower() == "false":
+        return
+    try:
+        opened.cleanup_metadata()
+        folder = delta_log.log_folder(table)
+        commits = [int(p.name[:20]) for p in folder.glob("*.json") if p.name[:20].isdigit()]
+        oldest = min(commits, default=0)
+        for checksum in folder.glob("*.crc"):
+            if checksum.name[:20].isdigit() and int(checksum.name[:20]) < oldest:
+                checksum.unlink(missing_ok=True)
+    except Exception as error:  # the log stays as it is until the next checkpoint
+        log.warning("%s: expired log files not cleaned up: %s", table, error)
 
 
 def commit_info(

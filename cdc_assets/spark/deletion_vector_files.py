@@ -21,7 +21,9 @@ from pyroaring import BitMap64
 
 from . import deletion_vectors, delta_log
 
-STRING_STATS_PREFIX = 32  # Spark's statistics keep 32 characters of a string
+STRING_STATS_PREFIX = 32  # Spark's statistics keep 32 characters of a string ...
+# ... and a longer maximum's prefix is followed by a character above the first one cut off
+ASCII_MAX, MAX_CHARACTER = "\x7f", "\U0010ffff"
 
 # A range (of at most .driver_merges.DRIVER_MERGE_ROWS change rows) is merged here when the files
 # that may hold its keys have at most this many rows: the files a change touches are read whole
@@ -242,7 +244,9 @@ def write_parquet(rows: pa.Table, path: Path) -> int:
 
 def statistics(rows: pa.Table) -> dict[str, Any]:
     """Delta's file statistics: row and null counts, and the minimum and maximum of the columns
-    whose bounds are exact in JSON (integers, dates, short strings)."""
+    whose bounds are exact in JSON (integers, dates, strings: a longer one's first
+    :data:`STRING_STATS_PREFIX` characters, the maximum's followed by a character above the
+    first one cut off, as Spark's are)."""
     low: dict[str, Any] = {}
     high: dict[str, Any] = {}
     nulls: dict[str, int] = {}
@@ -258,9 +262,10 @@ def statistics(rows: pa.Table) -> dict[str, Any]:
         if pa.types.is_date(kind):
             lo, hi = lo.isoformat(), hi.isoformat()
         if isinstance(lo, str):
-            if len(hi) > STRING_STATS_PREFIX:
-                continue  # a truncated maximum would not be an upper bound
             lo = lo[:STRING_STATS_PREFIX]
+            if len(hi) > STRING_STATS_PREFIX:  # still an upper bound, as Spark's is
+                cut = hi[STRING_STATS_PREFIX]
+                hi = hi[:STRING_STATS_PREFIX] + (ASCII_MAX if cut < ASCII_MAX else MAX_CHARACTER)
         low[name], high[name] = lo, hi
     return {
         "numRecords": rows.num_rows,

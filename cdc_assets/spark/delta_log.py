@@ -40,6 +40,8 @@ class TableLog:
     protocol: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     files: dict[FileKey, dict[str, Any]] = field(default_factory=dict)
+    # the files removed (tombstones: the log's, the checkpoint's), when read with them
+    removed: dict[FileKey, dict[str, Any]] | None = None
 
     def apply(self, action: Mapping[str, Any]) -> None:
         if action.get("add"):
@@ -49,6 +51,8 @@ class TableLog:
             remove = action["remove"]
             key = (remove["path"], deletion_vectors.unique_id(remove.get("deletionVector")))
             self.files.pop(key, None)
+            if self.removed is not None:
+                self.removed[key] = remove
         elif action.get("metaData"):
             self.metadata = action["metaData"]
         elif action.get("protocol"):
@@ -63,10 +67,11 @@ def commit_file(table: Path, version: int) -> Path:
     return log_folder(table) / f"{version:020d}.json"
 
 
-def read(table: Path) -> TableLog | None:
+def read(table: Path, *, tombstones: bool = False) -> TableLog | None:
     """The table's current state, None when this module cannot read its log (a multi-part or V2
-    checkpoint, a log that does not start where it should)."""
-    start = _checkpoint(table)
+    checkpoint, a log that does not start where it should). ``tombstones``: with the files
+    removed (those the checkpoint keeps, and every remove after it)."""
+    start = _checkpoint(table, tombstones)
     if start is None:
         return None
     state = start
@@ -105,30 +110,36 @@ def _last_checkpoint(table: Path) -> dict[str, Any] | None:
         return None
 
 
-def _checkpoint(table: Path) -> TableLog | None:
+def _checkpoint(table: Path, tombstones: bool) -> TableLog | None:
     """The state at the checkpoint ``_last_checkpoint`` names (version -1, empty, without one)."""
     pointer = _last_checkpoint(table)
+    removed: dict[FileKey, dict[str, Any]] | None = {} if tombstones else None
     if pointer is None:
-        return TableLog(-1) if commit_file(table, 0).exists() else None
+        return TableLog(-1, removed=removed) if commit_file(table, 0).exists() else None
     if pointer.get("parts") or pointer.get("v2Checkpoint"):
         return None
     version = int(pointer["version"])
     path = log_folder(table) / f"{version:020d}.checkpoint.parquet"
     if not path.exists():
         return None
-    state = TableLog(version)
-    wanted = [c for c in ("protocol", "metaData", "add") if c in pq.read_schema(path).names]
+    state = TableLog(version, removed=removed)
+    columns = ("protocol", "metaData", "add", *(("remove",) if tombstones else ()))
+    wanted = [c for c in columns if c in pq.read_schema(path).names]
     for row in pq.read_table(path, columns=wanted).to_pylist():
         state.apply({k: _plain(v) for k, v in row.items() if v is not None})
     return state
 
 
-def _plain(value: Any) -> Any:
+# The checkpoint's map fields (lists of pairs in Arrow; an empty one is an empty list)
+_MAPS = frozenset({"configuration", "options", "partitionValues", "tags"})
+
+
+def _plain(value: Any, name: str | None = None) -> Any:
     """A checkpoint's struct as the JSON log has it: maps (lists of pairs in Arrow) as dicts,
-    null fields left out."""
+    lists (``partitionColumns``) as lists, null fields left out."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return {k: _plain(v, k) for k, v in value.items() if v is not None}
+    if isinstance(value, list) and name in _MAPS:
         return dict(value)
     return value
 

@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 # write brings such a column (:meth:`AssetStore.write`), and deletion vectors are turned on by a
 # mirror's first Spark MERGE (:mod:`.mirror_store`), so delta-rs leaves those properties out.
 DRIVER_WRITE_ROWS = 10_000
+# A partition replaced by delta-rs that lost to a concurrent commit (the maintenance job's) is
+# written again in the driver this many times in all before Spark writes it.
+DRIVER_WRITE_ATTEMPTS = 3
 SET_BY_SPARK_LATER = ("delta.feature.timestampNtz", "delta.enableDeletionVectors")
 
 
@@ -134,7 +137,8 @@ class DriverWrites:
         fields: T.StructType | None = None,
     ) -> Published | None:
         """Replace ``partition`` by ``rows`` (Arrow, in ``columns``; none: its properties row
-        alone) and its properties row, with delta-rs; None (Spark writes it) when the table is
+        alone) and its properties row, with delta-rs (written again on the table as it is now
+        when another writer committed meanwhile); None (Spark writes it) when the table is
         not on a local file system (delta-rs commits to object stores need a locking setup of
         their own), does not exist yet, or lacks one of ``columns`` or of ``later``'s or takes
         no nulls, or stores one of ``fields`` (the rows' columns as stored) or of ``later``'s
@@ -142,14 +146,41 @@ class DriverWrites:
         uri = self.location(key_path)
         if not is_local(uri):
             return None
+        from deltalake.exceptions import CommitFailedError
+
+        for attempt in range(1, DRIVER_WRITE_ATTEMPTS + 1):
+            try:
+                return self._replace_once(
+                    key_path, columns, partition, properties, rows, later, fields
+                )
+            except CommitFailedError as exc:  # the maintenance job committed meanwhile
+                if attempt == DRIVER_WRITE_ATTEMPTS:
+                    log.warning("delta-rs could not write %s (%s); Spark writes it", uri, exc)
+                    return None
+                log.info("%s: lost to a concurrent commit (%s); written again", uri, exc)
+        return None
+
+    def _replace_once(
+        self,
+        key_path: Sequence[str],
+        columns: Sequence[str],
+        partition: str,
+        properties: Properties,
+        rows: pa.Table | None,
+        later: T.StructType | None,
+        fields: T.StructType | None,
+    ) -> Published | None:
+        """:meth:`_replace_partition_in_driver` on the table as it is now; raises delta-rs's
+        ``CommitFailedError`` when another writer committed meanwhile."""
+        from deltalake import CommitProperties, write_deltalake
+        from deltalake.exceptions import CommitFailedError, DeltaError
+
+        uri = self.location(key_path)
         table = self._delta_rs(key_path)
         if table is None:
             return None
-        from deltalake import CommitProperties, write_deltalake
-        from deltalake.exceptions import DeltaError
-
         schema = pa.schema(table.schema().to_arrow())
-        if PARTITION_COLUMN not in table.metadata().partition_columns:
+        if PARTITION_COLUMN not in schema.names:
             return None
         wanted = {*columns, *(later.names if later is not None else ())}
         if not wanted <= set(schema.names) or not all(f.nullable for f in schema):
@@ -167,10 +198,11 @@ class DriverWrites:
                 data,
                 mode="overwrite",
                 predicate=f"{PARTITION_COLUMN} = {sql_string(partition)}",
-                partition_by=[PARTITION_COLUMN],
                 commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
             )
-        except (DeltaError, pa.ArrowException) as exc:  # a feature or type it lacks, a lost commit
+        except CommitFailedError:
+            raise
+        except (DeltaError, pa.ArrowException) as exc:  # a feature or type it lacks
             log.warning("delta-rs could not write %s (%s); Spark writes it", uri, exc)
             return None
         table.update_incremental()
@@ -241,15 +273,18 @@ class DriverWrites:
         count = collected.num_rows
         arrays = [collected.column(i).cast(f.type) for i, f in enumerate(fields)]
         text = to_json(properties)
-        if partition is not None:
-            extra = [
+        if partition is not None:  # the partition columns first (partition_rows)
+            first = [
                 pa.field(PARTITION_COLUMN, pa.string()),
                 pa.field(PROPERTIES_COLUMN, pa.string()),
-                *later_fields,
             ]
-            arrays += [pa.array([partition] * count, pa.string())]
-            arrays += [pa.nulls(count, f.type) for f in extra[1:]]
-            fields += extra
+            arrays = [
+                pa.array([partition] * count, pa.string()),
+                pa.nulls(count, pa.string()),
+                *arrays,
+                *(pa.nulls(count, f.type) for f in later_fields),
+            ]
+            fields = [*first, *fields, *later_fields]
         table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
         if partition is not None:
             marker = arrow_properties_row(partition, text, table.schema)
@@ -260,7 +295,6 @@ class DriverWrites:
                 uri,
                 table,
                 mode="error",  # created by nobody else meanwhile
-                partition_by=[PARTITION_COLUMN] if partition is not None else None,
                 configuration=configuration or None,
                 commit_properties=CommitProperties(custom_metadata={"userMetadata": text}),
             )

@@ -1,12 +1,20 @@
 """How a change log keeps its partitions in one Delta table: the partition-properties protocol.
 
-Every partition's rows are marked by the partition-key column ``_cdc_partition`` (also the
-table's physical partitioning). Writing a partition replaces exactly that partition's rows in one
-commit that also holds the partition's *properties* — LSNs, coverage, counts — as one extra
-"properties row" (``_cdc_properties`` set, every data column null). So the properties are in the
-same commit and the same files as the rows, survive log cleanup, are read without scanning the
-data (partition pruning) and exist for empty partitions too. A partition that cannot be written
+Every partition's rows are marked by the partition-key column ``_cdc_partition``. Writing a
+partition replaces exactly that partition's rows (Spark's ``replaceWhere``, delta-rs's
+``predicate``) in one commit that also holds the partition's *properties* — LSNs, coverage,
+counts — as one extra "properties row" (``_cdc_properties`` set, every data column null). So the
+properties are in the same commit and the same files as the rows, survive log cleanup, are read
+without scanning the data and exist for empty partitions too. A partition that cannot be written
 (changes removed by cleanup) is a properties row alone that records the gap.
+
+``_cdc_partition`` is a column, not the table's physical partitioning (a folder, and so at least
+a file, per range for ever): the two columns come first in a change log's schema, so every
+writer keeps file statistics of them, and files are found by those statistics (a range key is
+its LSNs in hex, so keys sort in LSN order and consecutive ranges, compacted into one file by
+:mod:`.compaction`, give a file a narrow interval of keys). Readers take the files whose
+statistics may hold a partition and filter the rows. A change log of the old layout
+(partitioned by the column) is read the same way and rewritten once by :mod:`.compaction`.
 
 Here: the names of that protocol, reading properties rows with delta-rs, and the partition rows
 as Arrow for the driver's writes (:mod:`.asset_store` commits them).
@@ -30,6 +38,11 @@ PARTITION_COLUMN = "_cdc_partition"
 
 
 PROPERTIES_COLUMN = "_cdc_properties"
+
+
+# A change log's snapshot partition (dagster.sync.names.SNAPSHOT_PARTITION): its key sorts after
+# every range key, and a re-snapshot replaces it whole, so its files are compacted apart.
+SNAPSHOT_PARTITION = "snapshot"
 
 
 WRITE_ID = "write_id"  # in every partition's properties: tells one write of it from another
@@ -66,12 +79,10 @@ def properties_in(table: Any, partitions: Sequence[str]) -> dict[str, Properties
     names = {f.name for f in table.schema().fields}
     if PARTITION_COLUMN not in names:
         return {}
-    dataset = table.to_pyarrow_dataset(
-        file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))]
-    )
+    dataset = table.to_pyarrow_dataset(file_pruning_predicate=of_partitions(partitions))
     rows = dataset.to_table(
         columns=[PARTITION_COLUMN, PROPERTIES_COLUMN],
-        filter=pc.field(PROPERTIES_COLUMN).is_valid(),
+        filter=pc.field(PROPERTIES_COLUMN).is_valid() & in_partitions(partitions),
         use_threads=False,  # see sync_state_store.read_rows: an abort at exit otherwise
     ).to_pylist()
     found: dict[str, Properties] = {}
@@ -81,6 +92,20 @@ def properties_in(table: Any, partitions: Sequence[str]) -> dict[str, Properties
         if held is None or properties.get(COMMIT_SEQ, -1) > held.get(COMMIT_SEQ, -1):
             found[r[PARTITION_COLUMN]] = properties
     return found
+
+
+def of_partitions(partitions: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """delta-rs's file pruning for ``partitions``: the files whose statistics (or, in the old
+    layout, partition values) may hold one of them; rows still to be filtered
+    (:func:`in_partitions`)."""
+    return [(PARTITION_COLUMN, "in", list(partitions))]
+
+
+def in_partitions(partitions: Sequence[str]) -> Any:
+    """The rows of ``partitions`` (a pyarrow dataset filter)."""
+    import pyarrow.compute as pc
+
+    return pc.field(PARTITION_COLUMN).isin(list(partitions))
 
 
 def stored_column_names(found: Mapping[str, Properties], partitions: Sequence[str]) -> list[str]:

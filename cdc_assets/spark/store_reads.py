@@ -25,6 +25,8 @@ from .partition_rows import (
     PARTITION_COLUMN,
     PROPERTIES_COLUMN,
     data_rows,
+    in_partitions,
+    of_partitions,
     properties_in,
     stored_column_names,
 )
@@ -87,35 +89,41 @@ class StoreReads:
         self, spark: SparkSession, key_path: Sequence[str], partitions: Sequence[str]
     ) -> DataFrame | None:
         """The data rows of ``partitions``, read by Spark as the Parquet files that the table's
-        log (read by delta-rs) lists for them. Through Delta's reader the same read costs a log
-        replay when the table changed or left Delta's cache, and jobs that filter the table's
-        files by partition, about a second of a small table's read: measured, 30 change logs'
-        snapshot partitions read and each written as a new table took 17 s through Delta, 6 s
-        this way. None (read through Delta) when the table has a reader feature other than
-        timestamp_ntz (one delta-rs reads, such as variant columns: a table with deletion vectors
-        or column mapping is refused by delta-rs's properties read either way), or lives on a
-        file system other than a local one or S3."""
+        log (read by delta-rs) says may hold them (by their statistics), the rows filtered.
+        Through Delta's reader the same read costs a log replay when the table changed or left
+        Delta's cache, and jobs that filter the table's files by partition, about a second of a
+        small table's read: measured, 30 change logs' snapshot partitions read and each written
+        as a new table took 17 s through Delta, 6 s this way. None (read through Delta) when the
+        table has a reader feature other than timestamp_ntz (one delta-rs reads, such as variant
+        columns: a table with deletion vectors or column mapping is refused by delta-rs's
+        properties read either way), or lives on a file system other than a local one or S3."""
         uri = self.location(key_path)
         if not (is_local(uri) or uri.startswith("s3a://")):
             return None
-        found = self._plain_partitioned(key_path)
+        found = self._plain_change_log(key_path)
         if found is None:
             return None
         table, schema = found
-        schema = T.StructType([f for f in schema.fields if f.name != PARTITION_COLUMN])
-        files = table.file_uris(file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))])
-        files = [hadoop_uri(f) for f in files]
-        if files:
-            df = spark.read.schema(schema).parquet(*files)
-        else:
+        files = [
+            hadoop_uri(f) for f in table.file_uris(file_pruning_predicate=of_partitions(partitions))
+        ]
+        partitioned = PARTITION_COLUMN in table.metadata().partition_columns
+        if partitioned:  # the old layout: each file one partition's, the column in its folder
+            schema = T.StructType([f for f in schema.fields if f.name != PARTITION_COLUMN])
+        if not files:
             df = spark.createDataFrame([], schema)
+        else:
+            df = spark.read.schema(schema).parquet(*files)
+        if not partitioned:  # a file's statistics say it may hold these partitions, and others
+            df = df.where(F.col(PARTITION_COLUMN).isin(list(partitions)))
         return data_rows(df, stored_column_names(properties_in(table, partitions), partitions))
 
-    def _plain_partitioned(self, key_path: Sequence[str]) -> tuple[Any, T.StructType] | None:
-        """The table (delta-rs) and its schema, when it is partitioned by partition and its
-        files read as plain Parquet (no reader feature but timestamp_ntz); None otherwise."""
+    def _plain_change_log(self, key_path: Sequence[str]) -> tuple[Any, T.StructType] | None:
+        """The table (delta-rs) and its schema, when it is a change log (its rows marked by
+        partition) whose files read as plain Parquet (no reader feature but timestamp_ntz);
+        None otherwise."""
         table = self._delta_rs(key_path)
-        if table is None or PARTITION_COLUMN not in table.metadata().partition_columns:
+        if table is None or PARTITION_COLUMN not in {f.name for f in table.schema().fields}:
             return None
         if set(table.protocol().reader_features or []) - PLAIN_PARQUET_READER_FEATURES:
             return None
@@ -133,7 +141,7 @@ class StoreReads:
 
         if not is_local(self.location(key_path)):
             return None
-        found = self._plain_partitioned(key_path)
+        found = self._plain_change_log(key_path)
         if found is None:
             return None
         table, schema = found
@@ -146,12 +154,10 @@ class StoreReads:
             return None
 
         def read() -> pa.Table:
-            dataset = table.to_pyarrow_dataset(
-                file_pruning_predicate=[(PARTITION_COLUMN, "in", list(partitions))]
-            )
+            dataset = table.to_pyarrow_dataset(file_pruning_predicate=of_partitions(partitions))
             rows = dataset.to_table(
                 columns=columns,
-                filter=pc.field(PROPERTIES_COLUMN).is_null(),
+                filter=pc.field(PROPERTIES_COLUMN).is_null() & in_partitions(partitions),
                 use_threads=False,  # see properties_in
             )
             return decode_rows(stored, rows)

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import SparkSession
 
 from .asset_store import AssetStore
+from .compaction import compact_after_commit
 from .concurrent_commits import retry_conflicts
 from .delta_location import is_local
 
@@ -63,10 +64,11 @@ def swap_rows(
     uri = store.location(key_path)
     if is_local(uri):
         retry_conflicts(lambda: _swap_delta_rs(store, key_path, changed), f"updating {uri}")
-        return
-    if spark is None:
+    elif spark is None:
         raise RuntimeError(f"updating {uri} on an object store needs a Spark session")
-    retry_conflicts(lambda: _swap_spark(spark, uri, changed), f"updating {uri}")
+    else:
+        retry_conflicts(lambda: _swap_spark(spark, uri, changed), f"updating {uri}")
+    compact_after_commit(spark, store, key_path)  # rewritten a few times per range
 
 
 def _rows(swaps: Mapping[str, Swap]) -> list[dict[str, str | None]]:

@@ -1,28 +1,31 @@
 """Keeping the Delta tables' storage bounded: what the maintenance job runs per table.
 
-A Delta table keeps every file its earlier versions used (a MERGE rewrites or marks files; the
-old ones stay for time travel) and, for the mirrors, the change data feed's files; its log keeps
-a JSON file per commit. Left alone, a mirror synced every few seconds grows without end while its
-rows stay the same. Per table, and only when something is to be done:
+A Delta table keeps every file its earlier versions used (a MERGE rewrites or marks files, a
+compaction replaces small files; the old ones stay for time travel) and, for the mirrors, the
+change data feed's files; its log keeps a JSON file per commit. Left alone, a mirror synced every
+few seconds grows without end while its rows stay the same. Per table, and only when something
+is to be done:
 
 - :func:`set_history_retention` sets ``delta.logRetentionDuration`` and
   ``delta.deletedFileRetentionDuration`` to the configured history (one commit, only when they
-  differ): Delta then drops expired log files at its next checkpoint, and time travel
+  differ): expired log files are then deleted after each checkpoint (Spark's, and the driver's
+  commits': :func:`.deletion_vector_commits.clean_expired_log`), and time travel
   (``read_mirror_as_of``, reconcile's reads) reaches back that far;
-- :func:`vacuum` deletes the data files no version within the history uses;
-- :func:`compact` bin-packs the small files each MERGE leaves in a mirror (a range every few
-  seconds leaves thousands a day, and every read opens them all) into files of a clustered
-  mirror's size (:data:`.key_clustering.ROWS_PER_FILE` rows' worth of bytes); files already a
-  quarter of that size are not touched, so a large mirror's key-range files keep their ranges.
-  Its commit changes no data (``dataChange=false``): change data feed readers and the mirror's
-  LSN history do not see it;
+- VACUUM deletes the data files no version within the history uses;
 - :func:`drop_partitions` deletes whole change-log partitions (the rows of ranges retired from
-  Dagster, when the source is configured to drop them): a metadata-only delete, since
-  ``_cdc_partition`` is the physical partitioning; their files go at a later VACUUM.
+  Dagster, when the source is configured to drop them); their files go at a later VACUUM.
 
-A table with nothing left to do is passed over after reading its recent history and its
-properties (:func:`nothing_to_vacuum`): a source of hundreds of tables, most of them quiet,
-would otherwise VACUUM each one every run (seconds each) to delete nothing.
+Compaction is not here: the writer compacts its own small files right after its commit
+(:mod:`.compaction`), where nothing races it. What is here never loses to the sync's commits.
+On a local table it is all the driver's (:func:`keep_bounded_in_driver`): the property change
+and the partition drop its own commits (:mod:`.driver_rewrites`, :mod:`.partition_drops`),
+milliseconds that are planned again when a range run took the version, and VACUUM
+(:mod:`.driver_vacuum`) keeps exactly the history configured and commits nothing; a table costs
+a read of its log and a listing of its folder, no Spark job. Elsewhere it is Spark's
+(:func:`keep_bounded_with_spark`), its commits retried (:mod:`.concurrent_commits`), and a table
+with nothing left to do is passed over after reading its recent history and its properties
+(:func:`nothing_to_vacuum`): a source of hundreds of tables, most of them quiet, would otherwise
+VACUUM each one every run (seconds each) to delete nothing.
 
 A history shorter than Delta's default 7 days needs ``spark.databricks.delta.retentionDurationCheck
 .enabled=false`` (set on every session: :data:`.session.DEFAULT_CONF`): the setting is the user's
@@ -34,14 +37,17 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Row, SparkSession
 
+from . import delta_log
 from .concurrent_commits import retry_conflicts
-from .key_clustering import ROWS_PER_FILE
+from .delta_location import is_local, local_path
+from .driver_rewrites import set_configuration
+from .driver_vacuum import vacuum_in_driver
+from .partition_drops import drop_in_driver
 from .partition_rows import PARTITION_COLUMN
 from .spark_sql_names import sql_string
 
@@ -50,10 +56,6 @@ _DELETE_BATCH = 500  # partition keys per DELETE statement (one commit each)
 HISTORY_READ = 50  # recent commits read to tell whether a table has anything to vacuum
 # commits that remove no data file: a VACUUM's own, and setting the history kept
 KEEPS_FILES = {"VACUUM START", "VACUUM END", "SET TBLPROPERTIES"}
-COMPACT_AT = 10  # files more than a compacted table would have: from this many on, compact
-MIN_TARGET_BYTES = 1 << 20  # compacted files are at least this large
-OPTIMIZE_MIN_FILE_SIZE = "spark.databricks.delta.optimize.minFileSize"
-OPTIMIZE_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,9 @@ class TableUpkeep:
     skipped: bool  # nothing to do: no file became deletable since the last VACUUM
     retention_set: bool
     partitions_dropped: int
-    files_compacted: int
     version_before: int
     version_after: int
+    files_deleted: int | None = None  # by the VACUUM, when it says (the driver's does)
 
 
 def interval(seconds: float) -> str:
@@ -102,6 +104,10 @@ def set_history_retention(
     wanted = interval(seconds)
     if keeps_history(detail or table_detail(spark, uri), seconds):
         return False
+    if is_local(uri):
+        done = set_configuration(local_path(uri), dict.fromkeys(HISTORY_PROPERTIES, wanted))
+        if done is not None:
+            return done
     assignments = ", ".join(f"'{name}' = '{wanted}'" for name in HISTORY_PROPERTIES)
     statement = f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ({assignments})"
     retry_conflicts(lambda: spark.sql(statement), f"setting the history kept by {uri}")
@@ -109,47 +115,15 @@ def set_history_retention(
 
 
 def drop_partitions(spark: SparkSession, uri: str, keys: Sequence[str]) -> int:
-    """Delete every row of the partitions ``keys`` (a commit per batch of keys)."""
+    """Delete every row of the partitions ``keys``: in the driver on a local table
+    (:func:`.partition_drops.drop_in_driver`), else by Spark (a commit per batch of keys)."""
+    if is_local(uri) and drop_in_driver(local_path(uri), keys) is not None:
+        return len(keys)
     for start in range(0, len(keys), _DELETE_BATCH):
         batch = ", ".join(sql_string(k) for k in keys[start : start + _DELETE_BATCH])
         statement = f"DELETE FROM delta.`{uri}` WHERE {PARTITION_COLUMN} IN ({batch})"
         retry_conflicts(lambda s=statement: spark.sql(s), f"dropping retired partitions of {uri}")
     return len(keys)
-
-
-def compact(spark: SparkSession, uri: str, detail: Row | None = None) -> int:
-    """Bin-pack the table's small files (OPTIMIZE) when it has :data:`COMPACT_AT` more files
-    than its rows need; how many files were replaced (0: nothing done, no commit). ``detail``:
-    the table's :func:`table_detail` when the caller has read it since its files last changed."""
-    detail = detail or table_detail(spark, uri)
-    files, size = int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
-    rows = spark.read.format("delta").load(uri).count()  # answered from the log's statistics
-    target = max(int(size / max(rows, 1) * ROWS_PER_FILE), MIN_TARGET_BYTES)
-    if files < math.ceil(size / target) + COMPACT_AT:
-        return 0
-    sizes = {OPTIMIZE_MIN_FILE_SIZE: str(target // 4), OPTIMIZE_MAX_FILE_SIZE: str(target)}
-    with session_settings(spark, sizes):  # this table's sizes, not the next statement's
-        result = retry_conflicts(
-            lambda: spark.sql(f"OPTIMIZE delta.`{uri}`").collect(), f"compacting {uri}"
-        )
-    return int(result[0]["metrics"]["numFilesRemoved"])
-
-
-@contextmanager
-def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
-    """``settings`` on ``spark``'s SQL conf for the block, each put back as it was (unset
-    where it was not set) afterwards, also when the block fails."""
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def retain_hours(seconds: float) -> int:
@@ -198,22 +172,61 @@ def keep_bounded(
     uri: str,
     history_seconds: float,
     drop: Sequence[str] = (),
-    *,
-    compact_files: bool = False,
 ) -> TableUpkeep:
-    """All of the above for one table, in order: retention, dropped partitions, compaction
-    (when asked: mirrors, whose MERGEs leave small files), VACUUM. Nothing but two reads when
-    the table keeps the history asked, no partition is to be dropped and
-    :func:`nothing_to_vacuum` (then no file was added since the last VACUUM: nothing to
-    compact either)."""
+    """All of the above for one table, in order: retention, dropped partitions, VACUUM; on a
+    local table by the driver (:func:`keep_bounded_in_driver`), else by Spark
+    (:func:`keep_bounded_with_spark`)."""
+    if is_local(uri):
+        done = keep_bounded_in_driver(uri, history_seconds, drop)
+        if done is not None:
+            return done
+    return keep_bounded_with_spark(spark, uri, history_seconds, drop)
+
+
+def keep_bounded_in_driver(
+    uri: str, history_seconds: float, drop: Sequence[str] = ()
+) -> TableUpkeep | None:
+    """:func:`keep_bounded` of a local table without Spark: the history setting and the dropped
+    partitions the driver's own commits (:func:`.driver_rewrites.set_configuration`,
+    :func:`.partition_drops.drop_in_driver`), VACUUM the driver's too, keeping exactly the
+    history asked (:func:`.driver_vacuum.vacuum_in_driver`: no commit, no hour rounding); a
+    read of the log and a listing of the folder when there is nothing to do. None when the
+    driver does not write this table."""
+    table = local_path(uri)
+    before = delta_log.latest_version(table)
+    wanted = dict.fromkeys(HISTORY_PROPERTIES, interval(history_seconds))
+    changed = set_configuration(table, wanted)
+    if before is None or changed is None:
+        return None
+    dropped = 0
+    if drop:
+        if drop_in_driver(table, drop) is None:
+            return None
+        dropped = len(drop)
+    deleted = vacuum_in_driver(table, history_seconds)
+    if deleted is None:
+        return None
+    after = delta_log.latest_version(table)
+    assert after is not None
+    quiet = not changed and not dropped and not deleted
+    return TableUpkeep(uri, quiet, changed, dropped, before, after, deleted)
+
+
+def keep_bounded_with_spark(
+    spark: SparkSession,
+    uri: str,
+    history_seconds: float,
+    drop: Sequence[str] = (),
+) -> TableUpkeep:
+    """:func:`keep_bounded` by Spark. Nothing but two reads when the table keeps the history
+    asked, no partition is to be dropped and :func:`nothing_to_vacuum`."""
     history = recent_commits(spark, uri, HISTORY_READ)
     before = int(history[0]["version"])
     detail = table_detail(spark, uri)  # one read for all: the retention commit moves no file
     quiet = keeps_history(detail, history_seconds) and nothing_to_vacuum(history, history_seconds)
     if quiet and not drop:
-        return TableUpkeep(uri, True, False, 0, 0, before, before)
+        return TableUpkeep(uri, True, False, 0, before, before)
     changed = set_history_retention(spark, uri, history_seconds, detail)
     dropped = drop_partitions(spark, uri, drop) if drop else 0
-    compacted = compact(spark, uri, None if dropped else detail) if compact_files else 0
     vacuum(spark, uri, history_seconds)
-    return TableUpkeep(uri, False, changed, dropped, compacted, before, table_version(spark, uri))
+    return TableUpkeep(uri, False, changed, dropped, before, table_version(spark, uri))

@@ -1,7 +1,7 @@
 """Storage on an object store: an S3-compatible server (moto's, on loopback) behind ``s3a://``
 with hadoop-aws, credentials from the environment. The snapshot, ranges raced by a random
-workload, the sensor's reads (delta-rs, without Spark) and its lock all work there, and every
-mirror ends equal to its source."""
+workload, the sensor's reads (delta-rs, without Spark) and its lock all work there, the writers'
+compaction is Spark's OPTIMIZE there, and every mirror ends equal to its source."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dagster import DagsterInstance
 from pyspark.sql import SparkSession
 
 from cdc_assets.dagster.sync.names import SNAPSHOT_PARTITION
+from cdc_assets.spark import compaction, small_files
 from cdc_assets_tests.support.net import free_port
 
 from .conftest import make_harness
@@ -74,7 +75,11 @@ def s3(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def test_snapshot_ranges_and_random_workload_on_s3(
-    tmp_path: Path, spark: SparkSession, instance: DagsterInstance, s3: str
+    tmp_path: Path,
+    spark: SparkSession,
+    instance: DagsterInstance,
+    s3: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     harness = make_harness(tmp_path, spark, instance, rows=15, max_transactions=8, storage=s3)
     assert harness.sync() >= 1  # the snapshot
@@ -83,6 +88,18 @@ def test_snapshot_ranges_and_random_workload_on_s3(
     harness.sync_racing_writes(rounds=1, steps=10, seed=5, max_pause=0.0)
     harness.capture()
     assert harness.sync() >= 1
+    harness.assert_mirrors_equal_source()
+    # the writers' compaction is Spark's OPTIMIZE there: files packed, the same rows
+    monkeypatch.setattr(small_files, "FANOUT", 2)
+    store = harness.source.store
+    table = harness.source.tables[0]
+    for key in (table.change_log_key.path, table.mirror_key.path):
+        before = len(store.delta_table(key).file_uris())
+        done = compaction.compact_after_commit(spark, store, key)
+        assert done is not None and done.how == "spark", (key, before)
+        assert len(store.delta_table(key).file_uris()) < before
+    harness.assert_mirrors_equal_source()
+    harness.next_range(4)  # a range after it: read from and merged into the packed files
     harness.assert_mirrors_equal_source()
     # nothing of the storage went to the local disk
     assert not (tmp_path / "storage").exists()

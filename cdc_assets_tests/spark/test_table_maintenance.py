@@ -1,100 +1,43 @@
-"""Table maintenance (:mod:`cdc_assets.spark.table_maintenance`): compaction of a mirror's small
-files, and VACUUM keeping the history it is given."""
+"""Table maintenance (:mod:`cdc_assets.spark.table_maintenance`): VACUUM keeping the history it is
+given, and passing over a table with nothing to delete. (Compaction is the writer's:
+``test_compaction.py``.)"""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
 from cdc_assets.config import duration_seconds
-from cdc_assets.spark import key_clustering, table_maintenance
-
-ROWS = 4_000
-ROWS_PER_FILE = 1_000  # a clustered file here: the module's 100k rows scaled down
-
-
-def _files(spark: SparkSession, uri: str) -> set[str]:
-    return {Path(f).name for f in spark.read.format("delta").load(uri).inputFiles()}
-
-
-def _rows(spark: SparkSession, uri: str) -> list[tuple[int, str]]:
-    return sorted(tuple(r) for r in spark.read.format("delta").load(uri).collect())
-
-
-def test_compaction_packs_the_merges_small_files_and_keeps_the_clustered_ones(
-    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(table_maintenance, "ROWS_PER_FILE", ROWS_PER_FILE)
-    monkeypatch.setattr(key_clustering, "ROWS_PER_FILE", ROWS_PER_FILE)
-    monkeypatch.setattr(table_maintenance, "MIN_TARGET_BYTES", 0)  # files here are KBs
-    uri = str(tmp_path / "mirror")
-    spark.sql(
-        f"CREATE TABLE delta.`{uri}` (id BIGINT, v STRING) USING delta TBLPROPERTIES "
-        "('delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')"
-    )
-    rows = spark.range(ROWS).selectExpr("id", "CAST(id * 7 AS STRING) AS v")
-    key_clustering.clustered(rows, ["id"], ROWS).write.format("delta").mode("append").save(uri)
-    big = _files(spark, uri)
-    assert len(big) == ROWS // ROWS_PER_FILE
-    for i in range(8):  # each range's MERGE: updates in one key range, inserts past the end
-        spark.range(i * 400, i * 400 + 3).union(spark.range(ROWS + i, ROWS + i + 1)).selectExpr(
-            "id", f"'range {i}' AS v"
-        ).createOrReplaceTempView("changes")
-        spark.sql(
-            f"MERGE INTO delta.`{uri}` t USING changes s ON t.id = s.id "
-            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-        )
-    small = _files(spark, uri) - big
-    # every MERGE rewrote nothing (deletion vectors): the clustered files are all still read
-    assert big <= _files(spark, uri) and len(small) >= 8, small
-    expected = _rows(spark, uri)
-    version = table_maintenance.table_version(spark, uri)
-
-    monkeypatch.setattr(table_maintenance, "COMPACT_AT", len(small) + 1)
-    assert table_maintenance.compact(spark, uri) == 0  # too few small files: nothing done
-    assert table_maintenance.table_version(spark, uri) == version
-
-    monkeypatch.setattr(table_maintenance, "COMPACT_AT", 4)
-    spark.conf.set(table_maintenance.OPTIMIZE_MAX_FILE_SIZE, "12345678")  # the session's own
-    try:
-        replaced = table_maintenance.compact(spark, uri)
-        # the table's target sizes were the OPTIMIZE's only: the session's settings are back
-        assert spark.conf.get(table_maintenance.OPTIMIZE_MAX_FILE_SIZE) == "12345678"
-        assert spark.conf.get(table_maintenance.OPTIMIZE_MIN_FILE_SIZE, None) is None
-    finally:
-        spark.conf.unset(table_maintenance.OPTIMIZE_MAX_FILE_SIZE)
-    after = _files(spark, uri)
-    assert replaced >= len(small), (replaced, small)
-    assert not small & after  # the small files are gone from the current version ...
-    assert len(after - big) < len(small) // 2, after - big  # ... packed into a few
-    assert big <= after  # a few rows deleted of each: the key-range files stay as they are
-    assert _rows(spark, uri) == expected
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").collect()[0]
-    assert history["operation"] == "OPTIMIZE"
-    # no data changed: the change data feed since the last MERGE is empty
-    feed = (
-        spark.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", version + 1)
-        .load(uri)
-    )
-    assert feed.count() == 0
-    assert table_maintenance.compact(spark, uri) == 0  # compacted: nothing more to do
+from cdc_assets.spark import compaction, delta_log, table_maintenance
+from cdc_assets.spark.asset_store import AssetStore
+from cdc_assets.spark.delta_location import local_path
+from cdc_assets.spark.driver_writes import RowsInDriver
+from cdc_assets_tests.support.outside_spark import read_with_duckdb
 
 
 @pytest.mark.parametrize("history", ["20m", "90m"])
+@pytest.mark.parametrize("by", ["driver", "spark"])
 def test_vacuum_keeps_every_version_of_a_history_shorter_than_whole_hours(
-    tmp_path: Path, spark: SparkSession, history: str
+    tmp_path: Path, spark: SparkSession, history: str, by: str
 ) -> None:
     """Delta rounds VACUUM's RETAIN to whole hours: 20 minutes passed as 0.33 h became 0 h and
     deleted the files of every version but the current one. A version written just now stays
-    readable after VACUUM with any history of 10 minutes or more."""
+    readable after VACUUM with any history of 10 minutes or more, the driver's (a local table)
+    or Spark's."""
     uri = str(tmp_path / "table")
     spark.range(5).write.format("delta").save(uri)
     spark.range(100, 103).write.format("delta").mode("overwrite").save(uri)
-    table_maintenance.keep_bounded(spark, uri, duration_seconds(history))
+    if by == "driver":
+        done = table_maintenance.keep_bounded(spark, uri, duration_seconds(history))
+        assert done.files_deleted == 0  # the driver's: nothing older than the history
+    else:
+        table_maintenance.keep_bounded_with_spark(spark, uri, duration_seconds(history))
     first = spark.read.format("delta").option("versionAsOf", 0).load(uri)
     assert sorted(r.id for r in first.collect()) == list(range(5))
     assert sorted(r.id for r in spark.read.format("delta").load(uri).collect()) == [100, 101, 102]
@@ -103,16 +46,16 @@ def test_vacuum_keeps_every_version_of_a_history_shorter_than_whole_hours(
 def test_a_table_with_nothing_left_to_vacuum_is_passed_over(
     tmp_path: Path, spark: SparkSession
 ) -> None:
-    """Maintenance of a quiet table is two reads (its history and its properties): a second
-    run right after a VACUUM that kept no history finds nothing to delete and commits
-    nothing; a write makes the next run work again; so do a different history, and a write
-    the last VACUUM had to keep (within the history kept)."""
+    """Maintenance of a quiet table by Spark (on an object store) is two reads (its history and
+    its properties): a second run right after a VACUUM that kept no history finds nothing to
+    delete and commits nothing; a write makes the next run work again; so do a different
+    history, and a write the last VACUUM had to keep (within the history kept)."""
     uri = str(tmp_path / "table")
     spark.range(5).write.format("delta").save(uri)
     spark.range(3).write.format("delta").mode("overwrite").save(uri)
 
     def upkeep(seconds: float) -> table_maintenance.TableUpkeep:
-        return table_maintenance.keep_bounded(spark, uri, seconds)
+        return table_maintenance.keep_bounded_with_spark(spark, uri, seconds)
 
     first = upkeep(0)
     assert not first.skipped and first.version_after > first.version_before
@@ -127,3 +70,53 @@ def test_a_table_with_nothing_left_to_vacuum_is_passed_over(
     # the write above is within the hour the last VACUUM kept: its files may go later
     assert not upkeep(3600).skipped
     assert sorted(r.id for r in spark.read.format("delta").load(uri).collect()) == [0, 1, 2, 3]
+
+
+def test_the_driver_s_vacuum_deletes_what_no_version_within_the_history_uses(
+    tmp_path: Path,
+) -> None:
+    """A local change log after ranges and compactions (files removed by them): with an hour
+    kept, nothing goes (every removed file's tombstone is recent, even a file written long ago);
+    with none kept, every file the current version does not use goes, the change data feed's
+    and Hadoop's checksums too, and the table reads the same; hidden files and the log stay; no
+    commit is made, no Spark job runs."""
+    store = AssetStore(tmp_path)
+    key = ["cdc", "t"]
+    schema = T.StructType([T.StructField("id", T.LongType())])
+    for n in range(12):
+        rows = pa.table({"id": pa.array([n], pa.int64())})
+        partition = "snapshot" if n == 0 else f"{n:020x}-{n + 1:020x}"
+        store.write_in_driver(None, RowsInDriver(schema, lambda rows=rows: rows), key, partition)  # type: ignore[arg-type]
+        compaction.compact_after_commit(None, store, key)
+    table = local_path(store.location(key))
+    state = delta_log.read(table)
+    assert state is not None
+    live = {table / f for f, _ in state.files}
+    data = set(table.glob("*.parquet"))
+    assert data > live  # compactions removed files
+    (table / "_change_data").mkdir()
+    old_feed = table / "_change_data" / "cdc-00000-old.c000.snappy.parquet"
+    old_feed.write_bytes(b"x")
+    hidden = table / ".hidden-file"
+    hidden.write_bytes(b"x")
+    long_ago = time.time() - 7200
+    for path in [*data, old_feed, hidden]:
+        os.utime(path, (long_ago, long_ago))
+    removed = sorted(data - live)
+    checksum = removed[0].with_name(f".{removed[0].name}.crc")
+    checksum.write_bytes(b"x")
+    version = delta_log.latest_version(table)
+
+    kept = table_maintenance.keep_bounded(None, str(table), 3600.0)  # type: ignore[arg-type]
+    assert kept.files_deleted == 1 and not old_feed.exists()  # the feed's file only: 2 h old
+    assert set(table.glob("*.parquet")) == data
+    quiet = table_maintenance.keep_bounded(None, str(table), 0.0)  # type: ignore[arg-type]
+    assert quiet.files_deleted == len(removed) and not quiet.skipped
+    assert set(table.glob("*.parquet")) == live and not checksum.exists() and hidden.exists()
+    # the two history settings' commits, nothing else
+    assert delta_log.latest_version(table) == version + 2
+    again = table_maintenance.keep_bounded(None, str(table), 0.0)  # type: ignore[arg-type]
+    assert again.skipped and again.files_deleted == 0
+    assert sorted(r[0] for r in read_with_duckdb(str(table), ["id"]) if r[0] is not None) == list(
+        range(12)
+    )

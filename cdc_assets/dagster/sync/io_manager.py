@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.spark.asset_store import AssetStore
 from cdc_assets.spark.commit_metadata import Published
+from cdc_assets.spark.compaction import compact_after_commit
 from cdc_assets.spark.partition_rows import Properties
 from cdc_assets.spark.sqlserver_source import unwrap_source_error
 from cdc_assets.spark.store_writes import FrameWrite, StoreWrite
@@ -103,11 +104,14 @@ def write_output(
     write: StoreWrite,
 ) -> Published:
     """Commit ``write`` to the asset at ``key_path`` (``partition``: None for an unpartitioned
-    asset) and return the commit. A source read that failed inside Spark becomes one clear
-    :class:`Failure` (``source_error`` in its metadata) instead of the executor's Java and Python
-    traces; nothing was committed (the data and its properties are one Delta commit)."""
+    asset) and return the commit, then compact the table's small files if they are due
+    (:func:`~cdc_assets.spark.compaction.compact_after_commit`: the writer's own, so nothing
+    races it; a failure there is a warning, the commit stands). A source read that failed inside
+    Spark becomes one clear :class:`Failure` (``source_error`` in its metadata) instead of the
+    executor's Java and Python traces; nothing was committed (the data and its properties are
+    one Delta commit)."""
     try:
-        return write.write(spark, store, key_path, partition)
+        published = write.write(spark, store, key_path, partition)
     except Exception as exc:
         source_error = unwrap_source_error(exc)
         if source_error is None:
@@ -118,6 +122,9 @@ def write_output(
             metadata={"source_error": source_error.kind},
             allow_retries=True,
         ) from None
+    if published.committed:
+        compact_after_commit(spark, store, key_path)
+    return published
 
 
 def is_source_level(exc: BaseException) -> bool:
