@@ -1,4 +1,4 @@
-"""A small range applied to a keyed history in the driver, with deletion vectors: what
+"""A small range applied to a history in the driver, with deletion vectors: what
 :func:`.history_store.apply_changes`'s Spark MERGE commits, without its Spark jobs.
 
 The same commit :mod:`.merge_with_deletion_vectors` makes for a mirror (its log reading, file
@@ -9,7 +9,8 @@ are read (key columns and ``__is_current``) to find the changed keys' current ve
 rows are deleted by vectors and written again closed, with the new versions, in one Parquet
 file; the change feed has the closed versions as update pre- and postimages and the new ones as
 inserts. None, nothing committed, where Spark must do it (what the mirror's driver merge leaves
-to Spark, or ``track_history_columns``, which only Spark's path applies).
+to Spark, or ``track_history_columns``, which only Spark's path applies). A keyless history's
+range is applied in the driver by :mod:`.history_multiset`, the same way; :func:`apply` chooses.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +30,8 @@ from . import deletion_vector_commits, deletion_vector_files, history_multiset, 
 from . import merge_with_deletion_vectors as dv
 from .asset_store import AssetStore
 from .commit_metadata import Published
+from .deletion_vector_commits import deletion_vectors_turned_on
+from .delta_location import is_local, local_path
 from .driver_writes import RowsInDriver
 from .history_store import (
     COMMIT_TIME,
@@ -39,11 +42,13 @@ from .history_store import (
     START_LSN_COLUMN,
 )
 from .mirror_merge import BEFORE_IMAGE, DELETE
-from .spark_merges import turn_on_mirror_properties as turn_on_deletion_vectors
+from .mirror_store import rows_after
+from .spark_merges import turn_on_mirror_properties
 from .stored_columns import encode_rows, stored_name
 
 # A range of at most this many change rows is applied here (as a mirror's, DRIVER_MERGE_ROWS).
 DRIVER_HISTORY_ROWS = 100_000
+ROWS = "rows"  # in a written history's properties: its rows (versions) after the write
 
 
 @dataclass(frozen=True)
@@ -76,15 +81,19 @@ class HistoryChanges:
 @dataclass(frozen=True)
 class HistoryWrite:
     """A history brought forward: built on a new snapshot (``rebase``), then the range's
-    ``changes`` applied, a commit each; the last commit is returned."""
+    ``changes`` applied, a commit each; the last commit is returned, its properties holding the
+    history's rows after it (:data:`ROWS`: ``rows_before``, the rows before, and what the
+    commits inserted and deleted; counted when one of them is not known)."""
 
     rebase: HistoryRebase | None = None
     changes: HistoryChanges | None = None
+    rows_before: int | None = None
 
     def write(
         self, spark: SparkSession, store: AssetStore, key_path: Sequence[str], partition: str | None
     ) -> Published:
         published: Published | None = None
+        rows = self.rows_before
         if (r := self.rebase) is not None:
             published = history_store.rebase(
                 spark,
@@ -97,6 +106,8 @@ class HistoryWrite:
                 properties=r.properties,
                 estimated_rows=r.estimated_rows,
             )
+            written = published.properties.get(ROWS)  # a new history: its rows counted
+            rows = written if isinstance(written, int) else rows_after(rows, published.metrics)
         if (c := self.changes) is not None:
             published = apply(
                 spark,
@@ -111,8 +122,11 @@ class HistoryWrite:
                 tracked=c.tracked,
                 history_rows=c.history_rows,
             )
+            rows = rows_after(rows, published.metrics)
         assert published is not None, "a history write rebases or applies changes"
-        return published
+        if rows is None:
+            rows = spark.read.format("delta").load(published.uri).count()
+        return replace(published, properties={**published.properties, ROWS: rows})
 
 
 def apply(
@@ -130,22 +144,29 @@ def apply(
     history_rows: int | None = None,
 ) -> Published:
     """The range partitions ``partitions`` of ``change_log`` (``change_rows`` rows) applied to
-    the history at ``key_path``: the one place that chooses how. A keyed history without
-    ``tracked`` columns takes a range of at most :data:`DRIVER_HISTORY_ROWS` rows that the
-    driver reads here (:func:`apply_changes`; a history created small, by delta-rs, gets
-    deletion vectors first: one ``ALTER TABLE``); otherwise Spark's MERGE
-    (:func:`.history_store.apply_changes`, :func:`.history_multiset.apply_changes`)."""
-    if key_columns and not tracked and change_rows <= DRIVER_HISTORY_ROWS:
+    the history at ``key_path``: the one place that chooses how. A history without ``tracked``
+    columns takes a range of at most :data:`DRIVER_HISTORY_ROWS` rows that the driver reads
+    here (keyed: :func:`apply_changes`; keyless: :func:`.history_multiset.
+    apply_changes_in_driver`; a history created small, by delta-rs, gets deletion vectors
+    first, in the driver too); otherwise Spark's MERGE (:func:`.history_store.apply_changes`,
+    :func:`.history_multiset.apply_changes`)."""
+    if not tracked and change_rows <= DRIVER_HISTORY_ROWS:
         found = store.rows_in_driver(change_log, partitions)
         if found is not None:
-            turn_on_deletion_vectors(spark, store, key_path)
-            published = apply_changes(
-                store,
-                key_path,
-                found,
-                key_columns=key_columns,
-                after_lsn=after_lsn,
-                properties=properties,
+            _turn_on_deletion_vectors(spark, store, key_path)
+            published = (
+                apply_changes(
+                    store,
+                    key_path,
+                    found,
+                    key_columns=key_columns,
+                    after_lsn=after_lsn,
+                    properties=properties,
+                )
+                if key_columns
+                else history_multiset.apply_changes_in_driver(
+                    store, key_path, found, after_lsn=after_lsn, properties=properties
+                )
             )
             if published is not None:
                 return published
@@ -165,6 +186,18 @@ def apply(
         tracked=tracked,
         history_rows=history_rows,
     )
+
+
+def _turn_on_deletion_vectors(
+    spark: SparkSession, store: AssetStore, key_path: Sequence[str]
+) -> None:
+    """Deletion vectors for a history created small, by delta-rs: the commit Spark's ``ALTER
+    TABLE`` makes, made in the driver where the table is local and its log one the driver
+    writes, else by Spark (no Spark job once they are on)."""
+    uri = store.location(key_path)
+    if is_local(uri):
+        deletion_vectors_turned_on(local_path(uri))
+    turn_on_mirror_properties(spark, store, key_path)
 
 
 def _versions(
