@@ -75,6 +75,7 @@ from .sync.change_log_outputs import (
 )
 from .sync.change_log_state import clear_gap, mark_gap, snapshot_info
 from .sync.column_rule_changes import rules_change_result
+from .sync.history_check_results import history_at_chain_end
 from .sync.io_manager import Written, is_source_level, table_error, write_output
 from .sync.metadata import asset_tags, table_metadata
 from .sync.names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
@@ -408,7 +409,7 @@ def _record_quiet_tables(
         f"{partition} (no change rows, range covered)"
     )
     ranges, retired = chain
-    by_asset = {k: t for t in quiet for k in (t.change_log_key, t.mirror_key)}
+    by_asset = {k: t for t in quiet for k in (t.change_log_key, t.mirror_key, t.history_key)}
     for report in reports:
         yield report
         # Its checks, in the same run: the UI shows a check passed only when its latest result
@@ -421,6 +422,9 @@ def _record_quiet_tables(
             ]
             for result in results:
                 context.log_event(as_evaluation(result, partition))
+        elif report.asset_key == table.history_key:
+            at_end = history_at_chain_end(table, lsn_range.hi, chain_end(ranges))
+            context.log_event(as_evaluation(at_end, None))
         else:
             at_end = at_chain_end_result(table, lsn_range.hi.hex, chain_end(ranges))
             context.log_event(as_evaluation(at_end, None))

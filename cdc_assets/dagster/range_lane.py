@@ -61,24 +61,31 @@ def cleanup_gaps(
 def range_complete(
     source: Source, sync: SourceSync, table: CapturedTable, last: LsnRange, snap: SnapshotInfo
 ) -> bool:
-    """Nothing of the chain up to ``last`` is left to do for ``table``: its mirror is there
-    (moved by a merge or recorded quiet), or — its snapshot is consistent only after ``last`` —
-    its change log holds ``last``."""
+    """Nothing of the chain up to ``last`` is left to do for ``table``: its mirror, and its
+    history where it has one, are there (moved by a commit or recorded quiet), or — its
+    snapshot is consistent only after ``last`` — its change log holds ``last``. So the ranges a
+    history still needs are never retired, as those a mirror needs are not."""
     if snap.snapshot_lsn > last.hi:  # the mirror waits for a range reaching its snapshot
         return source.store.is_published(table.change_log_key.path, last.key)
-    return sync[table].mirror_reached(last.hi)
+    row = sync[table]
+    return row.mirror_reached(last.hi) and (
+        not source.has_history(table) or row.history_reached(last.hi)
+    )
 
 
 def mirrors_wait_for_snapshot(
     sync: SourceSync, snapshots: dict[CapturedTable, SnapshotInfo | None], maximum: Lsn
 ) -> bool:
-    """Some mirror is missing or behind its table's snapshot, and capture has passed it."""
+    """Some mirror (or history) is missing or behind its table's snapshot, and capture has
+    passed it."""
     waiting = []
     for table, snap in snapshots.items():
         if snap is None:
             continue
         row = sync[table]
-        if not row.mirror_built or row.mirror_at is None or row.mirror_at < snap.snapshot_lsn:
+        mirror = row.mirror_reached(snap.snapshot_lsn)
+        history = not sync.source.has_history(table) or row.history_reached(snap.snapshot_lsn)
+        if not (mirror and history):
             waiting.append(snap.snapshot_lsn)
     return bool(waiting) and maximum >= max(waiting)
 

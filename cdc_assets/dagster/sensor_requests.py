@@ -86,7 +86,7 @@ def run_request(
         ]
         if mirrors:  # a range: their mirrors too, and the checks a range run evaluates
             selection += [t.mirror_key for t in tables]
-            selection += [t.history_key for t in tables if t in source.history_tables]
+            selection += [t.history_key for t in tables if source.has_history(t)]
             # capture_health is one set of queries for the whole source: in a source whose
             # quiet tables are reported every range, theirs too (the UI shows a check passed
             # only when its latest result is from the run of the latest materialization)

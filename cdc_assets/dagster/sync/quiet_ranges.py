@@ -12,12 +12,14 @@ the range for every quiet table whose mirror stands at the range's start, after 
    goes through the normal path, which re-snapshots the table).
 
 Recording is one write of the sync state for all of them (:mod:`.sync_state`): the mirror's
-position moves to ``hi`` with no Spark job and no Delta commit of its own. What Dagster hears:
-in a source of up to 50 tables, each quiet table's range (its change log and mirror partitions,
-0 rows, "quiet"), so no partition stays missing; in a larger one, a quiet mirror's range when its
-last report is older than half the freshness policy's warning window, so a quiet mirror is never
-shown overdue while its sync is healthy (a thousand tables would otherwise be thousands of
-events per range; their change logs show partitions where the table changed).
+position (and its history's, where the table has one) moves to ``hi`` with no Spark job and no
+Delta commit of its own. What Dagster hears:
+in a source of up to 50 tables, each quiet table's range (its change log, mirror and history
+partitions, 0 rows, "quiet"), so no partition stays missing; in a larger one, a quiet mirror's
+(and history's) range when its last report is older than half the freshness policy's warning
+window, so a quiet mirror is never shown overdue while its sync is healthy (a thousand tables
+would otherwise be thousands of events per range; their change logs show partitions where the
+table changed).
 
 A table that fails any of the three stays where it was: the sensor
 finds it behind and sends it a run of its own.
@@ -31,7 +33,7 @@ from typing import Any
 
 from dagster import AssetMaterialization, MetadataValue
 
-from cdc_assets.lsn import LsnRange
+from cdc_assets.lsn import Lsn, LsnRange
 from cdc_assets.sqlserver import SourceTable, get_max_lsn
 from cdc_assets.sqlserver.catalog import CaptureInstance
 from cdc_assets.sqlserver.changed_tables import (
@@ -47,18 +49,26 @@ from .sync_state import SourceSync, TableSync, now
 
 
 def quiet_instance(
-    found: SourceTable | None, row: TableSync, lsn_range: LsnRange, *, ahead: bool = False
+    found: SourceTable | None,
+    row: TableSync,
+    lsn_range: LsnRange,
+    *,
+    ahead: bool = False,
+    history: bool = False,
 ) -> CaptureInstance | None:
     """The capture instance whose change rows tell whether the table changed in the range, if
-    the table may be recorded quiet at all: its mirror is built and at the range's start (or,
-    ``ahead``, before it: the run of the range before is in flight), and no newer instance
-    than its snapshot's exists."""
+    the table may be recorded quiet at all: its mirror (and its ``history``, where it has one)
+    is built and at the range's start (or, ``ahead``, before it: the run of the range before
+    is in flight), and no newer instance than its snapshot's exists."""
     if found is None or row.snapshot is None or not row.mirror_built:
         return None
-    if row.mirror_at != lsn_range.lo and not (
-        ahead and row.mirror_at is not None and row.mirror_at < lsn_range.lo
-    ):
+    if not _at_start(row.mirror_at, lsn_range, ahead):
         return None
+    if history and (
+        row.history_version != row.snapshot.version
+        or not _at_start(row.history_at, lsn_range, ahead)
+    ):
+        return None  # the history is behind (or not built): the table's run brings it up
     current = found.current_instance
     taken_with = row.snapshot.capture_instance
     if current is None or (taken_with and current.name != taken_with):
@@ -66,6 +76,10 @@ def quiet_instance(
     if row.snapshot.column_rules != rules_fingerprint(current):
         return None  # the column rules changed: the normal path re-snapshots the table
     return found.instance_covering(lsn_range.first) or current
+
+
+def _at_start(at: Lsn | None, lsn_range: LsnRange, ahead: bool) -> bool:
+    return at == lsn_range.lo or (ahead and at is not None and at < lsn_range.lo)
 
 
 # Sources up to this many tables report every quiet table's range to Dagster (2 events each),
@@ -92,7 +106,8 @@ def quiet_tables(
     candidates = {}
     for table in tables:
         found = catalog.get((table.schema, table.name))
-        instance = quiet_instance(found, sync[table], lsn_range)
+        history = sync.source.has_history(table)
+        instance = quiet_instance(found, sync[table], lsn_range, history=history)
         if instance is not None:
             candidates[table] = instance
     if not candidates:
@@ -133,12 +148,20 @@ def record_quiet(
     for table in quiet:
         row = sync[table]
         reported = row.reported_at
+        history = source.has_history(table)
         if every_range:
             reports.append(_change_log_report(table, lsn_range, partition, shown))
         if table in due:
             reports.append(_report(table, row, lsn_range, partition))
+            if history:
+                reports.append(_history_report(table, row, lsn_range, partition))
             reported = moment
-        updates[table] = replace(row, mirror_at=lsn_range.hi, reported_at=reported)
+        updates[table] = replace(
+            row,
+            mirror_at=lsn_range.hi,
+            reported_at=reported,
+            history_at=lsn_range.hi if history else row.history_at,
+        )
     return updates, reports
 
 
@@ -185,5 +208,23 @@ def _report(
             "quiet": True,
             "unchanged_since_lsn": MetadataValue.text(since),
             **({"dagster/row_count": row.mirror_rows} if row.mirror_rows is not None else {}),
+        },
+    )
+
+
+def _history_report(
+    table: CapturedTable, row: TableSync, lsn_range: LsnRange, partition: str
+) -> AssetMaterialization:
+    since = row.history_commit.hex if row.history_commit is not None else "its snapshot"
+    return AssetMaterialization(
+        asset_key=table.history_key,
+        partition=partition,
+        description=f"{table.qualified_name} had no changes since {since}: the history is at "
+        f"{lsn_range.hi.hex} as it is (no Delta commit)",
+        metadata={
+            "history_lsn": lsn_range.hi.hex,
+            "quiet": True,
+            "unchanged_since_lsn": MetadataValue.text(since),
+            **({"dagster/row_count": row.history_rows} if row.history_rows is not None else {}),
         },
     )

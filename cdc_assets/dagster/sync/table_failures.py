@@ -70,7 +70,11 @@ def record_failures(
         rows[table] = failed(rows.get(table, sync[table]), message, moment)
     sync.write(spark, rows)
     if failures:
-        names = ", ".join(sorted(t.qualified_name for t in failures))
+        # with those an earlier step of the run named (its mirrors, its histories)
+        run = instance.get_run_by_id(run_id)
+        earlier = run.tags.get(FAILED_TABLES_TAG, "") if run is not None else ""
+        named = {n for n in earlier.split(", ") if n} | {t.qualified_name for t in failures}
+        names = ", ".join(sorted(named))
         if len(names) > TAG_CHARS:
             names = names[: TAG_CHARS - 3] + "..."
         instance.add_run_tags(run_id, {FAILED_TABLES_TAG: names})

@@ -1,0 +1,29 @@
+"""A history's checks that are the mirror's (the same rule, made by the same call), reported on
+the history: ``at_chain_end`` (:mod:`.chain_end_check`; the histories step reports it for each
+history of its run, the change-log step for each quiet table's history it records, as they do
+for mirrors) and ``reconcile`` (:mod:`..mirror_checks`, in the health job)."""
+
+from dagster import AssetCheckResult
+
+from cdc_assets.lsn import Lsn
+
+from .chain_end_check import at_chain_end_result
+from .source import CapturedTable
+
+
+def on_history(result: AssetCheckResult, table: CapturedTable) -> AssetCheckResult:
+    """A mirror check's ``result`` as the same check of ``table``'s history: its key, and
+    "history" where it says "mirror" (also in its metadata keys)."""
+    metadata = {
+        key.replace("mirror", "history"): value for key, value in (result.metadata or {}).items()
+    }
+    return result._replace(
+        asset_key=table.history_key,
+        description=(result.description or "").replace("mirror", "history"),
+        metadata=metadata,
+    )
+
+
+def history_at_chain_end(table: CapturedTable, at: Lsn | None, end: Lsn | None) -> AssetCheckResult:
+    """``at_chain_end`` of ``table``'s history at ``at`` (None: not built yet)."""
+    return on_history(at_chain_end_result(table, at.hex if at is not None else None, end), table)
