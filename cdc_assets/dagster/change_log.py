@@ -172,6 +172,8 @@ def _change_log_step(
         def table_events(table: CapturedTable) -> Iterator[Event]:
             """One table's partition, committed here: its failure is its own (the caller). Runs
             in a worker thread (:mod:`.sync.table_pool`): its events are yielded by the step."""
+            if (misfit := misfits.get((table.schema, table.name))) is not None:
+                raise Failure(f"{table.qualified_name}: {misfit}")
             conn = conns.get()
             found = catalog.get((table.schema, table.name))
             snapshot: SnapshotInfo | None = None
@@ -245,7 +247,8 @@ def _change_log_step(
                 note := source.recorder.record(catalog, context.instance)
             ):
                 context.log.info(note)  # the catalog the definitions load from, kept current
-            catalog = source.config.columns.apply_all(catalog)  # read as the rules say
+            # read as the rules say; a table a rule no longer fits fails alone, saying why
+            catalog, misfits = source.config.columns.apply_all(catalog)
             # One statement (per 200 instances) says which tables have changes in the range;
             # the quiet ones record it without reading the source or counting rows in Spark.
             changed = (

@@ -104,12 +104,13 @@ def tables_to_run(
     (:mod:`.sync.quiet_ranges`). When every table is quiet, the first one runs: the chain moves on.
     ``ahead``: the run of the range before is still in flight, so a mirror not yet at the
     range's start is not a reason to run the table (it will be, or is caught up later)."""
-    catalog = sync.source.config.columns.apply_all(discover(conn))
+    catalog, _ = sync.source.config.columns.apply_all(discover(conn))  # a misfit: runs, fails
     counted = {}
     run = set()
     for table in tables:
         found = catalog.get((table.schema, table.name))
-        instance = quiet_instance(found, sync[table], lsn_range, ahead=ahead)
+        history = sync.source.has_history(table)
+        instance = quiet_instance(found, sync[table], lsn_range, ahead=ahead, history=history)
         if instance is None:
             run.add(table)
         else:
