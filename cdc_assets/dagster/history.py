@@ -16,9 +16,9 @@ as they move a mirror (:mod:`.sync.history_plan`, :mod:`.sync.quiet_ranges`).
 
 A history never applies a range that failed its coverage check, nor skips one: the table's
 history stays where it was with a message, the other tables' histories apply the range, the
-table is retried on its own schedule (:mod:`.sync.table_failures`) and the step fails at the
-end naming those it left. Each history of the run reports its ``at_chain_end`` check, as the
-mirrors do (:mod:`.sync.chain_end_check`).
+history is retried on its own schedule (:mod:`.sync.table_failures`; its table's change log and
+mirror go on meanwhile) and the step fails at the end naming those it left. Each history of
+the run reports its ``at_chain_end`` check, as the mirrors do (:mod:`.sync.chain_end_check`).
 """
 
 from collections.abc import Callable, Iterator, Sequence
@@ -52,7 +52,7 @@ from .sync.partitions import parse_partition
 from .sync.range_order import wait_for_earlier_ranges
 from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync, TableSync
-from .sync.table_failures import record_failures
+from .sync.table_failures import cleared, record_failures
 from .sync.table_pool import LogLine, pooled_events
 from .sync.table_steps import after_change_logs, current_table_out, step_name, table_groups
 
@@ -129,9 +129,11 @@ def _history_step(
             source.config.sync.tables_in_parallel,
             lambda: use_in_this_thread(spark),
         )
-        # where the histories are now (after their commits), and the tables that failed, each
-        # retried on its own schedule; a failure the mirrors step recorded stays counted
-        record_failures(context.instance, context.run.run_id, spark, sync, failed, updates)
+        # where the histories are now (after their commits), and those that failed, each
+        # retried on its own schedule (counted apart from the table's: its mirror goes on)
+        record_failures(
+            context.instance, context.run.run_id, spark, sync, failed, updates, history=True
+        )
         end = chain_end(ranges.newest())
         for table in chosen:
             at = (updates[table] if table in updates else sync[table]).history_at
@@ -161,7 +163,9 @@ def _history_step(
             else None
         )
         rows = published.properties.get(ROWS) if published is not None else None
-        updates[table] = plan.row(sync[table], rows if isinstance(rows, int) else None)
+        updates[table] = cleared(
+            plan.row(sync[table], rows if isinstance(rows, int) else None), history=True
+        )
         if plan.done.get("rebased_on_snapshot"):
             # its 'snapshot' partition shows as materialized (as a mirror's does), logged
             # before the range's output, so the latest materialization is the range's

@@ -58,34 +58,40 @@ def cleanup_gaps(
     return found
 
 
+def mirror_complete(
+    source: Source, sync: SourceSync, table: CapturedTable, last: LsnRange, snap: SnapshotInfo
+) -> bool:
+    """Nothing of the chain up to ``last`` is left to do for ``table``'s mirror: it is there
+    (moved by a merge or recorded quiet), or — its snapshot is consistent only after ``last`` —
+    its change log holds ``last``."""
+    if snap.snapshot_lsn > last.hi:  # the mirror waits for a range reaching its snapshot
+        return source.store.is_published(table.change_log_key.path, last.key)
+    return sync[table].mirror_reached(last.hi)
+
+
 def range_complete(
     source: Source, sync: SourceSync, table: CapturedTable, last: LsnRange, snap: SnapshotInfo
 ) -> bool:
-    """Nothing of the chain up to ``last`` is left to do for ``table``: its mirror, and its
-    history where it has one, are there (moved by a commit or recorded quiet), or — its
-    snapshot is consistent only after ``last`` — its change log holds ``last``. So the ranges a
-    history still needs are never retired, as those a mirror needs are not."""
-    if snap.snapshot_lsn > last.hi:  # the mirror waits for a range reaching its snapshot
-        return source.store.is_published(table.change_log_key.path, last.key)
-    row = sync[table]
-    return row.mirror_reached(last.hi) and (
-        not source.has_history(table) or row.history_reached(last.hi)
-    )
+    """:func:`mirror_complete`, and the table's history, where it has one, is there too. The
+    ranges are retired only when every table completed the newest, so those a history still
+    needs stay, as those a mirror needs do."""
+    if not mirror_complete(source, sync, table, last, snap):
+        return False
+    if snap.snapshot_lsn > last.hi or not source.has_history(table):
+        return True
+    return sync[table].history_reached(last.hi)
 
 
 def mirrors_wait_for_snapshot(
     sync: SourceSync, snapshots: dict[CapturedTable, SnapshotInfo | None], maximum: Lsn
 ) -> bool:
-    """Some mirror (or history) is missing or behind its table's snapshot, and capture has
-    passed it."""
+    """Some mirror is missing or behind its table's snapshot, and capture has passed it."""
     waiting = []
     for table, snap in snapshots.items():
         if snap is None:
             continue
         row = sync[table]
-        mirror = row.mirror_reached(snap.snapshot_lsn)
-        history = not sync.source.has_history(table) or row.history_reached(snap.snapshot_lsn)
-        if not (mirror and history):
+        if not row.mirror_built or row.mirror_at is None or row.mirror_at < snap.snapshot_lsn:
             waiting.append(snap.snapshot_lsn)
     return bool(waiting) and maximum >= max(waiting)
 
@@ -109,8 +115,7 @@ def tables_to_run(
     run = set()
     for table in tables:
         found = catalog.get((table.schema, table.name))
-        history = sync.source.has_history(table)
-        instance = quiet_instance(found, sync[table], lsn_range, ahead=ahead, history=history)
+        instance = quiet_instance(found, sync[table], lsn_range, ahead=ahead)
         if instance is None:
             run.add(table)
         else:
@@ -184,14 +189,16 @@ def catch_up(
     snapshots: dict[CapturedTable, SnapshotInfo],
     last: LsnRange,
     sync: SourceSync,
+    histories: frozenset[CapturedTable] = frozenset(),
 ) -> tuple[Tick | None, str]:
     """What to do about the tables that have not completed the newest range: re-snapshot those
     with a gap (``sync.on_gap``), else run the range each needs next, for those tables only,
-    once their own pause after a failure is over (:mod:`.sync.table_failures`). (None, why): they
-    wait, and the others keep syncing (``why`` goes into the tick's skip reason). When every
-    table is behind and none failed on its own (the run failed as a whole: the source
-    unreachable, a killed run), nothing else can go on: the newest range runs again."""
-    whole = len(behind) == len(snapshots)
+    once their own pause after a failure is over (:mod:`.sync.table_failures`; ``histories``:
+    those whose history alone is behind, which wait for their history's pause). (None, why):
+    they wait, and the others keep syncing (``why`` goes into the tick's skip reason). When
+    every table's mirror is behind and none failed on its own (the run failed as a whole: the
+    source unreachable, a killed run), nothing else can go on: the newest range runs again."""
+    whole = len(set(behind) - histories) == len(snapshots)
     ranges = RangeReader(instance, partitions.name)  # one read for every table behind
     needs = {t: next_range_of(ranges, source, t, snapshots[t], last, sync) for t in behind}
     gaps = {
@@ -215,7 +222,9 @@ def catch_up(
             instance, source, SNAPSHOT_PARTITION, list(gaps), {RESNAPSHOT_TAG: reason[:1000]}
         )
         return Tick((request,), None, None), ""
-    waits = table_waits(source, sync, behind, now())
+    moment = now()
+    waits = table_waits(source, sync, [t for t in behind if t not in histories], moment)
+    waits.update(table_waits(source, sync, histories, moment, history=True))
     ready = [t for t in behind if t not in waits]
     if not ready:
         why = waiting_text(source, sync, waits)
@@ -267,12 +276,19 @@ def range_lane(
     ranges = recent_ranges(instance, partitions.name)
     end = chain_end(ranges)
     behind: list[CapturedTable] = []
+    histories: frozenset[CapturedTable] = frozenset()
     waiting = ""  # why tables behind wait: said in a skip reason
     if end is not None:
         last = ranges[-1]
         behind = [t for t, s in snapshots.items() if not range_complete(source, sync, t, last, s)]
+        # a table whose history alone is behind: its mirror goes on with the next ranges
+        histories = frozenset(
+            t for t in behind if mirror_complete(source, sync, t, last, snapshots[t])
+        )
         if behind:
-            decided, waiting = catch_up(instance, source, partitions, behind, snapshots, last, sync)
+            decided, waiting = catch_up(
+                instance, source, partitions, behind, snapshots, last, sync, histories
+            )
             if decided is not None:
                 return decided
             # the tables behind wait for their retry; the others keep syncing
@@ -309,11 +325,14 @@ def range_lane(
             next_range = LsnRange(start, maximum)
         if next_range is None:
             return skip(waiting, f"no transaction was captured after {start.hex}")
-        healthy = [t for t in snapshots if t not in behind]
+        healthy = [t for t in snapshots if t not in behind or t in histories]
         tables = tables_to_run(conn, sync, healthy, next_range)
     finally:
         conn.close()
-    request = run_request(instance, source, next_range.key, tables, mirrors=True)
+    # the histories waiting after a failure stay out of the run (a catch-up run brings them up)
+    request = run_request(
+        instance, source, next_range.key, tables, mirrors=True, without_histories=histories
+    )
     return Tick((request,), next_range.key, None, retired)
 
 
@@ -358,5 +377,8 @@ def range_ahead(
         tables = tables_to_run(conn, sync, tables, next_range, ahead=True)
     finally:
         conn.close()
-    request = run_request(instance, source, next_range.key, tables, mirrors=True)
+    waiting = table_waits(source, sync, tables, now(), history=True)  # histories after a failure
+    request = run_request(
+        instance, source, next_range.key, tables, mirrors=True, without_histories=set(waiting)
+    )
     return Tick((request,), next_range.key, None)

@@ -33,7 +33,7 @@ from typing import Any
 
 from dagster import AssetMaterialization, MetadataValue
 
-from cdc_assets.lsn import Lsn, LsnRange
+from cdc_assets.lsn import LsnRange
 from cdc_assets.sqlserver import SourceTable, get_max_lsn
 from cdc_assets.sqlserver.catalog import CaptureInstance
 from cdc_assets.sqlserver.changed_tables import (
@@ -49,26 +49,18 @@ from .sync_state import SourceSync, TableSync, now
 
 
 def quiet_instance(
-    found: SourceTable | None,
-    row: TableSync,
-    lsn_range: LsnRange,
-    *,
-    ahead: bool = False,
-    history: bool = False,
+    found: SourceTable | None, row: TableSync, lsn_range: LsnRange, *, ahead: bool = False
 ) -> CaptureInstance | None:
     """The capture instance whose change rows tell whether the table changed in the range, if
-    the table may be recorded quiet at all: its mirror (and its ``history``, where it has one)
-    is built and at the range's start (or, ``ahead``, before it: the run of the range before
-    is in flight), and no newer instance than its snapshot's exists."""
+    the table may be recorded quiet at all: its mirror is built and at the range's start (or,
+    ``ahead``, before it: the run of the range before is in flight), and no newer instance
+    than its snapshot's exists."""
     if found is None or row.snapshot is None or not row.mirror_built:
         return None
-    if not _at_start(row.mirror_at, lsn_range, ahead):
-        return None
-    if history and (
-        row.history_version != row.snapshot.version
-        or not _at_start(row.history_at, lsn_range, ahead)
+    if row.mirror_at != lsn_range.lo and not (
+        ahead and row.mirror_at is not None and row.mirror_at < lsn_range.lo
     ):
-        return None  # the history is behind (or not built): the table's run brings it up
+        return None
     current = found.current_instance
     taken_with = row.snapshot.capture_instance
     if current is None or (taken_with and current.name != taken_with):
@@ -76,10 +68,6 @@ def quiet_instance(
     if row.snapshot.column_rules != rules_fingerprint(current):
         return None  # the column rules changed: the normal path re-snapshots the table
     return found.instance_covering(lsn_range.first) or current
-
-
-def _at_start(at: Lsn | None, lsn_range: LsnRange, ahead: bool) -> bool:
-    return at == lsn_range.lo or (ahead and at is not None and at < lsn_range.lo)
 
 
 # Sources up to this many tables report every quiet table's range to Dagster (2 events each),
@@ -106,8 +94,7 @@ def quiet_tables(
     candidates = {}
     for table in tables:
         found = catalog.get((table.schema, table.name))
-        history = sync.source.has_history(table)
-        instance = quiet_instance(found, sync[table], lsn_range, history=history)
+        instance = quiet_instance(found, sync[table], lsn_range)
         if instance is not None:
             candidates[table] = instance
     if not candidates:
@@ -148,7 +135,9 @@ def record_quiet(
     for table in quiet:
         row = sync[table]
         reported = row.reported_at
-        history = source.has_history(table)
+        # its history moves with it where it stood at the range's start (one behind catches
+        # up in a run of its own: :mod:`..range_lane`)
+        history = source.has_history(table) and row.history_reached(lsn_range.lo)
         if every_range:
             reports.append(_change_log_report(table, lsn_range, partition, shown))
         if table in due:

@@ -32,16 +32,22 @@ def retry_pause(source: Source) -> float:
 
 
 def table_waits(
-    source: Source, sync: SourceSync, tables: Iterable[CapturedTable], moment: float
+    source: Source,
+    sync: SourceSync,
+    tables: Iterable[CapturedTable],
+    moment: float,
+    *,
+    history: bool = False,
 ) -> dict[CapturedTable, float]:
-    """Those of ``tables`` that failed on their own a moment ago: the seconds each still waits
-    (the pause grows with each failure in a row, :mod:`.table_failures`)."""
+    """Those of ``tables`` that failed on their own a moment ago (``history``: whose history
+    did): the seconds each still waits (the pause grows with each failure in a row,
+    :mod:`.table_failures`)."""
     base = retry_pause(source)
     bound = duration_seconds(source.config.sync.max_retry_pause)
     return {
         t: left
         for t in tables
-        if (left := seconds_to_wait(sync[t], base, bound, moment)) is not None
+        if (left := seconds_to_wait(sync[t], base, bound, moment, history=history)) is not None
     }
 
 
@@ -49,8 +55,8 @@ def waiting_text(source: Source, sync: SourceSync, waits: Mapping[CapturedTable,
     """What the tables in ``waits`` wait for, for a skip reason (the first few by name)."""
     shown = sorted(waits, key=lambda t: t.qualified_name)
     parts = [
-        f"{t.qualified_name} (failed {sync[t].failures}x, next try in {waits[t]:.0f} s: "
-        f"{(sync[t].failure or '')[:200]})"
+        f"{t.qualified_name} (failed {sync[t].failures or sync[t].history_failures}x, next try "
+        f"in {waits[t]:.0f} s: {(sync[t].failure or sync[t].history_failure or '')[:200]})"
         for t in shown[:3]
     ]
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""

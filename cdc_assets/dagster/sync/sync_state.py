@@ -15,7 +15,9 @@ a small Delta table with a row per table:
   reported again before their freshness policy would call them overdue);
 - ``history_version`` / ``history_commit`` / ``history_at`` / ``history_rows``: the same for
   the table's history, where it has one (the snapshot it is built on, the LSN of its last
-  commit, where it is, its rows: versions);
+  commit, where it is, its rows: versions), and ``history_failures`` / ``history_failed_at`` /
+  ``history_failure`` its own failures in a row (a history that fails holds back neither its
+  table's change log nor its mirror);
 - ``failures`` / ``failed_at`` / ``failure``: how many runs in a row failed for this table alone
   (its snapshot, its range or its mirror), when the last one did and why: the sensor retries
   the table on its own schedule, the pause growing with ``failures`` (:mod:`.table_failures`).
@@ -74,6 +76,9 @@ class TableSync:
     history_commit: Lsn | None = None
     history_at: Lsn | None = None
     history_rows: int | None = None
+    history_failures: int = 0
+    history_failed_at: float | None = None
+    history_failure: str | None = None
 
     @property
     def mirror_built(self) -> bool:
@@ -104,6 +109,9 @@ class TableSync:
                 del data[name]
         if self.history_version is None:  # a table without a history: its row as it was
             for name in ("history_version", "history_commit", "history_at", "history_rows"):
+                del data[name]
+        if not self.history_failures:
+            for name in ("history_failures", "history_failed_at", "history_failure"):
                 del data[name]
         for name in ("mirror_commit", "mirror_at", "history_commit", "history_at"):
             if name not in data:
@@ -156,6 +164,9 @@ class TableSync:
             history_commit=lsn("history_commit"),
             history_at=lsn("history_at"),
             history_rows=data.get("history_rows"),
+            history_failures=data.get("history_failures") or 0,
+            history_failed_at=data.get("history_failed_at"),
+            history_failure=data.get("history_failure"),
         )
 
 
