@@ -19,7 +19,7 @@ them), and carries on from there.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,6 +40,8 @@ from .source import CapturedTable, Source
 from .sync_state import SourceSync, TableSync, mirror_at
 
 Ranges = Callable[[Lsn], Sequence[LsnRange]]
+RULES = "column_rules"  # in a history commit's properties: the rules' fingerprint ...
+RULES_FROM = "column_rules_from"  # ... and the LSN from which its versions are stored under them
 
 
 def history_position(
@@ -52,11 +54,16 @@ def history_position(
 
 
 def _positions(
-    source: Source, table: CapturedTable, sync: SourceSync | None
+    source: Source,
+    table: CapturedTable,
+    sync: SourceSync | None,
+    properties: Mapping[str, Any] | None = None,
 ) -> tuple[history_store.HistoryPosition | None, history_store.HistoryPosition | None]:
-    """What the history's last commit recorded, and where the history is
-    (:func:`history_position`)."""
-    committed = history_store.position_of(source.store.properties(table.history_key.path, None))
+    """What the history's last commit recorded (``properties``: its ``userMetadata``, when
+    read already), and where the history is (:func:`history_position`)."""
+    if properties is None:
+        properties = source.store.properties(table.history_key.path, None)
+    committed = history_store.position_of(properties)
     if committed is None:
         return None, None
     row = (sync or SourceSync.load(source, fill=False)).tables.get(table)
@@ -132,7 +139,8 @@ def plan_history(
             f"{table.qualified_name} has no snapshot yet: materialize the 'snapshot' partition of "
             f"{table.change_log_key.to_user_string()} first."
         )
-    committed, position = _positions(source, table, sync)
+    previous = source.store.properties(table.history_key.path, None) or {}
+    committed, position = _positions(source, table, sync, previous)
     commit_lsn = committed.lsn if committed is not None else None
     if target < snapshot.snapshot_lsn:
         why = f"its snapshot is consistent from {snapshot.snapshot_lsn.hex} on"
@@ -152,6 +160,11 @@ def plan_history(
             done["rebased_on_snapshot"] = True
     elif retired is not None and position.lsn < retired:
         rebase, position = _on_mirror(spark, source, table, row, done)
+    rules = rules_properties(previous, snapshot, position.lsn if rebase is not None else None)
+    if rebase is not None:
+        rebase = replace(rebase, properties={**rebase.properties, **rules})
+    if RULES_FROM in rules:
+        done["column_rules_from_lsn"] = rules[RULES_FROM]
     rebased = None
     if rebase is not None:
         rebased = history_driver.HistoryWrite(rebase, rows_before=row.history_rows)
@@ -182,12 +195,28 @@ def plan_history(
             **history_store.position_properties(reached),
             "previous_lsn": start.hex,
             "applied_ranges": [r.key for r in needed],
+            **rules,
         },
         tracked=tracked_columns(source, table),
         history_rows=snapshot.rows,
     )
     write = history_driver.HistoryWrite(rebase, changes, rows_before=row.history_rows)
     return HistoryPlan(write, "", done, reached, target)
+
+
+def rules_properties(
+    previous: Mapping[str, Any], snapshot: SnapshotInfo, rebased_at: Lsn | None
+) -> dict[str, Any]:
+    """The column rules the history's versions are stored under from now on (their
+    fingerprint, :data:`RULES`) and the LSN from which they hold (:data:`RULES_FROM`): those its
+    last commit recorded, or, when a rebase at ``rebased_at`` brings other rules (a rule added,
+    changed or dropped: the table was re-snapshotted under them), the snapshot's from that LSN.
+    Versions before it keep the values as stored then. Empty for a table that never had
+    rules."""
+    held = str(previous.get(RULES) or "")
+    if rebased_at is not None and held != snapshot.column_rules:
+        return {RULES: snapshot.column_rules, RULES_FROM: rebased_at.hex}
+    return {k: previous[k] for k in (RULES, RULES_FROM) if previous.get(k) is not None}
 
 
 def _on_snapshot(
