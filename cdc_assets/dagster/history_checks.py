@@ -17,6 +17,7 @@ Delta table (the next range run builds it again, on the table's snapshot, or on 
 the snapshot's ranges are retired; the versions before are lost).
 """
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -123,12 +124,23 @@ def build_history_checks(
     return [history_checks]
 
 
+def _newest(source: Source, table: CapturedTable) -> tuple[int, dict[str, Any]] | None:
+    """The history's newest Delta version and what its newest commit with a position recorded
+    (one read of its log: a write made outside the sync, which records none, is in the version
+    and leaves the position as it was); None before its first build."""
+    commits = source.store.history(table.history_key.path, limit=50)
+    if not commits:
+        return None
+    recorded = next((c["userMetadata"] for c in commits if c.get("userMetadata")), None)
+    return int(commits[0]["version"]), json.loads(recorded) if recorded else {}
+
+
 def _history_at(
     spark: SparkSession, source: Source, table: CapturedTable
 ) -> tuple[Lsn, int] | None:
-    """The LSN the history's last commit recorded and its current versions then (one Delta
-    version); None before its first build."""
-    found = source.store.commit_properties(table.history_key.path)
+    """The LSN the history is at and its current versions then (its newest Delta version);
+    None before its first build."""
+    found = _newest(source, table)
     position = history_store.position_of(found[1]) if found is not None else None
     if found is None or position is None:
         return None
@@ -167,7 +179,7 @@ def interval_integrity(
     spark: SparkSession, source: Source, table: CapturedTable
 ) -> AssetCheckResult:
     """The ``interval_integrity`` check of ``table``'s history (module doc)."""
-    found = source.store.commit_properties(table.history_key.path)
+    found = _newest(source, table)
     if found is None:
         return _integrity(table, False, "the history has not been materialized yet", {})
     history = source.store.read(spark, table.history_key.path, None, version=found[0])
@@ -230,20 +242,24 @@ def _multiset_problems(
     rows = source.store.read(spark, table.mirror_key.path, None)
     columns = [c for c in history.columns if c not in history_store.VALIDITY_COLUMNS]
     cols = [F.col(sql_name(c)) for c in columns]
-    held = history.where(F.col(IS_CURRENT)).groupBy(*cols).count()
-    copies = rows.select(*cols).groupBy(*cols).count()
-    differ = held.join(copies, on=columns, how="full_outer").where(
-        ~held["count"].eqNullSafe(copies["count"])
+    held = history.where(F.col(IS_CURRENT)).groupBy(*cols).agg(F.count("*").alias("__held"))
+    copies = rows.select(*cols).groupBy(*cols).agg(F.count("*").alias("__copies"))
+    same_row = [held[sql_name(c)].eqNullSafe(copies[sql_name(c)]) for c in columns]
+    differ = held.join(copies, on=same_row, how="full_outer").where(
+        ~F.col("__held").eqNullSafe(F.col("__copies"))
     )
     return {"rows whose current versions are not as many as the mirror's copies": differ}
 
 
 def _brief(row: dict[str, Any], keys: list[str]) -> str:
-    shown = {k: row.get(k) for k in keys} if keys else {}
-    for name in (START_LSN_COLUMN, END_LSN_COLUMN):
+    """A broken version (or row) as a failed check names it: its key and interval (keyless:
+    its values and counts)."""
+    names = [*keys, START_LSN_COLUMN, END_LSN_COLUMN] if keys else list(row)
+    shown = {}
+    for name in names:
         value = row.get(name)
-        shown[name] = bytes(value).hex() if value is not None else None
-    return str(shown)
+        shown[name] = bytes(value).hex() if isinstance(value, bytes | bytearray) else value
+    return str(shown)[:300]
 
 
 def _integrity(
