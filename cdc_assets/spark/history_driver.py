@@ -338,16 +338,9 @@ def apply_changes(
     feed = deletion_vector_files.change_feed_rows(target, before, set(), closed, opened)
     adds, metrics = deletion_vector_files.file_actions(table, touched, written, feed)
     metrics.update(
-        numSourceRows=len(order) + opened.num_rows,
-        numTargetRowsInserted=opened.num_rows,
-        numTargetRowsUpdated=closed.num_rows,
-        numTargetRowsMatchedUpdated=closed.num_rows,
-        numTargetRowsDeleted=0,
-        numTargetRowsMatchedDeleted=0,
-        numTargetRowsCopied=0,
-        numOutputRows=written.num_rows,
-        numTargetRowsNotMatchedBySourceUpdated=0,
-        numTargetRowsNotMatchedBySourceDeleted=0,
+        history_multiset.commit_metrics(
+            len(order) + opened.num_rows, closed.num_rows, opened.num_rows
+        )
     )
     parameters = deletion_vector_commits.keyed_parameters(keys)
     return deletion_vector_commits.commit_actions(

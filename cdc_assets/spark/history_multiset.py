@@ -189,6 +189,24 @@ def _null_safe(a: DataFrame, b: DataFrame, columns: Sequence[str]) -> list[Any]:
     return [a[sql_name(c)].eqNullSafe(b[sql_name(c)]) for c in columns]
 
 
+def commit_metrics(source_rows: int, rewritten: int, opened: int) -> dict[str, int]:
+    """The MERGE metrics of a history commit made in the driver (keyed or keyless): the versions
+    it wrote again (closed, or updated in place) and those it opened, as Spark's MERGE counts
+    them."""
+    return {
+        "numSourceRows": source_rows,
+        "numTargetRowsInserted": opened,
+        "numTargetRowsUpdated": rewritten,
+        "numTargetRowsMatchedUpdated": rewritten,
+        "numTargetRowsDeleted": 0,
+        "numTargetRowsMatchedDeleted": 0,
+        "numTargetRowsCopied": 0,
+        "numOutputRows": rewritten + opened,
+        "numTargetRowsNotMatchedBySourceUpdated": 0,
+        "numTargetRowsNotMatchedBySourceDeleted": 0,
+    }
+
+
 def apply_changes_in_driver(
     store: AssetStore,
     key_path: Sequence[str],
@@ -325,17 +343,6 @@ def _commit(
     matched = previous.append_column(MATCH, pa.array(range(previous.num_rows), pa.int64()))
     feed = change_feed_rows(target, matched, set(), closed, opened)
     adds, metrics = file_actions(table, touched, written, feed)
-    metrics.update(
-        numSourceRows=rows.num_rows,
-        numTargetRowsInserted=opened.num_rows,
-        numTargetRowsUpdated=closed.num_rows,
-        numTargetRowsMatchedUpdated=closed.num_rows,
-        numTargetRowsDeleted=0,
-        numTargetRowsMatchedDeleted=0,
-        numTargetRowsCopied=0,
-        numOutputRows=written.num_rows,
-        numTargetRowsNotMatchedBySourceUpdated=0,
-        numTargetRowsNotMatchedBySourceDeleted=0,
-    )
+    metrics.update(commit_metrics(rows.num_rows, closed.num_rows, opened.num_rows))
     parameters = multiset_parameters(rows.column_names)
     return commit_actions(table, uri, state, parameters, adds, metrics, properties)

@@ -143,7 +143,7 @@ def record_quiet(
         if table in due:
             reports.append(_report(table, row, lsn_range, partition))
             if history:
-                reports.append(_history_report(table, row, lsn_range, partition))
+                reports.append(_report(table, row, lsn_range, partition, history=True))
             reported = moment
         updates[table] = replace(
             row,
@@ -184,36 +184,27 @@ def _change_log_report(
 
 
 def _report(
-    table: CapturedTable, row: TableSync, lsn_range: LsnRange, partition: str
+    table: CapturedTable,
+    row: TableSync,
+    lsn_range: LsnRange,
+    partition: str,
+    *,
+    history: bool = False,
 ) -> AssetMaterialization:
-    since = row.mirror_commit.hex if row.mirror_commit is not None else "its snapshot"
+    """A quiet mirror's report (``history``: its history's)."""
+    what = "history" if history else "mirror"
+    commit = row.history_commit if history else row.mirror_commit
+    rows = row.history_rows if history else row.mirror_rows
+    since = commit.hex if commit is not None else "its snapshot"
     return AssetMaterialization(
-        asset_key=table.mirror_key,
+        asset_key=table.history_key if history else table.mirror_key,
         partition=partition,
-        description=f"{table.qualified_name} had no changes since {since}: the mirror is at "
+        description=f"{table.qualified_name} had no changes since {since}: the {what} is at "
         f"{lsn_range.hi.hex} as it is (no Delta commit)",
         metadata={
-            "mirror_lsn": lsn_range.hi.hex,
+            f"{what}_lsn": lsn_range.hi.hex,
             "quiet": True,
             "unchanged_since_lsn": MetadataValue.text(since),
-            **({"dagster/row_count": row.mirror_rows} if row.mirror_rows is not None else {}),
-        },
-    )
-
-
-def _history_report(
-    table: CapturedTable, row: TableSync, lsn_range: LsnRange, partition: str
-) -> AssetMaterialization:
-    since = row.history_commit.hex if row.history_commit is not None else "its snapshot"
-    return AssetMaterialization(
-        asset_key=table.history_key,
-        partition=partition,
-        description=f"{table.qualified_name} had no changes since {since}: the history is at "
-        f"{lsn_range.hi.hex} as it is (no Delta commit)",
-        metadata={
-            "history_lsn": lsn_range.hi.hex,
-            "quiet": True,
-            "unchanged_since_lsn": MetadataValue.text(since),
-            **({"dagster/row_count": row.history_rows} if row.history_rows is not None else {}),
+            **({"dagster/row_count": rows} if rows is not None else {}),
         },
     )
