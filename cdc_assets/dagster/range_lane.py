@@ -135,10 +135,11 @@ def to_retire(
     last: LsnRange,
 ) -> tuple[LsnRange, ...]:
     """The oldest range partitions past ``sync.retain_ranges`` (at most a page of them), in
-    order. Called once every mirror has applied ``last`` (the chain's newest range), so every
-    older range is applied by every mirror that needs it; ``last`` itself is always kept, so the
-    chain's end stays in the keys. Reads the oldest page of keys, plus the newest ``count`` keys
-    when the retention is a count; sends two queries when it is a duration."""
+    order. Called once every mirror and history has applied ``last`` (the chain's newest
+    range), so every older range is applied by every mirror and history that needs it; ``last``
+    itself is always kept, so the chain's end stays in the keys. Reads the oldest page of keys,
+    plus the newest ``count`` keys when the retention is a count; sends two queries when it is
+    a duration."""
     count, seconds = source.config.sync.retention()
     oldest = instance.get_paginated_dynamic_partitions(partitions.name, limit=PAGE, ascending=True)
     candidates = [r for r in range_partitions(oldest.results) if r.hi <= last.lo]
