@@ -295,8 +295,14 @@ def breakdown(result: dict) -> list[dict[str, float]]:
         steps = sorted(run.steps.items(), key=lambda s: s[1][0])
         change_log = next((v for k, v in steps if "change_logs" in k), None)
         mirror = next((v for k, v in steps if "mirrors" in k), None)
+        history = next((v for k, v in steps if "histories" in k), None)
         if not inside or change_log is None or mirror is None or not run.mirrors:
             continue
+        # how long its change-log step waited for the range runs before it (range_order)
+        before = [
+            r.events.get("success", math.nan) for r in runs if r.hi is not None and r.hi <= run.lo
+        ]
+        ended = max([b for b in before if not math.isnan(b)], default=change_log[0])
         last = max(inside, key=lambda c: c.committed)
         visible = max(when for when, _, _ in run.mirrors)
         e = run.events
@@ -317,6 +323,8 @@ def breakdown(result: dict) -> list[dict[str, float]]:
             "sensor_delay": run.created - last.committed,
             "change_log_step": (change_log[1] or math.nan) - change_log[0],
             "mirror_step": (mirror[1] or math.nan) - mirror[0],
+            "history_step": (history[1] or math.nan) - history[0] if history else math.nan,
+            "change_log_wait": max(0.0, min(ended, change_log[1] or ended) - change_log[0]),
             "run_total": e["success"] - run.created,
         }
         app = run.spark_app

@@ -50,6 +50,8 @@ COMPONENTS = [
     ("queue + launch (run created → RUN_START)", "queue_launch"),
     ("change-log step (whole)", "change_log_step"),
     ("mirror step (whole)", "mirror_step"),
+    ("history step (whole; demo-histories)", "history_step"),
+    ("change-log step: waiting for the range run before", "change_log_wait"),
     ("run: created → RUN_SUCCESS", "run_total"),
     ("Spark jobs per run: change-log step (count)", "jobs_change_log"),
     ("Spark jobs per run: mirror step (count)", "jobs_mirror"),

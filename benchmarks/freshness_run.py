@@ -66,6 +66,7 @@ class Variant:
     in_process: bool = False  # no dagster dev: ticks and runs in this process, one Spark session
     spark_connect: bool = False  # the runs attach to a Spark Connect server, as under make demo
     warm_launcher: bool = False  # runs start in a spare run worker (make demo's run launcher)
+    histories: bool = False  # a history (SCD type 2) on every table
 
     def describe(self) -> str:
         if self.in_process:
@@ -87,7 +88,10 @@ class Variant:
             else f"a Spark driver per run, driver JVM options: {java}"
         )
         launcher = ", runs launched into warm run workers" if self.warm_launcher else ""
-        return f"sensor_interval_seconds {self.sensor_interval}, {queue}, {spark}{launcher}"
+        histories = ", a history on every table" if self.histories else ""
+        return (
+            f"sensor_interval_seconds {self.sensor_interval}, {queue}, {spark}{launcher}{histories}"
+        )
 
 
 VARIANTS = {
@@ -97,6 +101,11 @@ VARIANTS = {
     # what make demo runs: cdc_assets.yaml's sensor interval and spark.remote, scripts/demo.sh's
     # run queue and run launcher
     "demo": Variant("demo", 2, 1, "", spark_connect=True, warm_launcher=True),
+    # the same with a history on every table: what each range run's history step costs, and
+    # whether the next run's change-log step waits for it (not in the default variants)
+    "demo-histories": Variant(
+        "demo-histories", 2, 1, "", spark_connect=True, warm_launcher=True, histories=True
+    ),
 }
 
 
@@ -292,6 +301,7 @@ def write_setup(
                     "max_transactions_per_range": 10000,
                 },
                 "snapshot": {"mode": "auto", "chunk_rows": 250000},
+                **({"history": {"include": ["*"]}} if variant.histories else {}),
             }
         ],
         "storage": {"base_path": str(workdir / "storage")},

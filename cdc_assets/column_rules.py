@@ -168,11 +168,23 @@ class ColumnRules(_Model):
 
     def apply_all(
         self, found: Mapping[tuple[str, str], SourceTable]
-    ) -> dict[tuple[str, str], SourceTable]:
-        """Every instance of every discovered table with the rules applied (a run's catalog)."""
+    ) -> tuple[dict[tuple[str, str], SourceTable], dict[tuple[str, str], str]]:
+        """Every instance of every discovered table with the rules applied (a run's catalog),
+        and the tables a rule no longer fits (a new capture instance changed a column's type
+        or key), each with what is wrong: left out of the catalog, so that table alone fails
+        saying so while the others sync."""
         if not self.rules:
-            return dict(found)
-        return {
-            name: replace(table, instances=tuple(self.apply(i) for i in table.instances))
-            for name, table in found.items()
-        }
+            return dict(found), {}
+        catalog: dict[tuple[str, str], SourceTable] = {}
+        misfits: dict[tuple[str, str], str] = {}
+        for name, table in found.items():
+            try:
+                catalog[name] = replace(
+                    table, instances=tuple(self.apply(i) for i in table.instances)
+                )
+            except ColumnRulesError as exc:
+                misfits[name] = (
+                    f"columns.rules: {exc}. Fix the rule in the source's config (the table is "
+                    "not read until it fits; the other tables sync)"
+                )
+        return catalog, misfits

@@ -198,9 +198,9 @@ class SyncPolicy(_Model):
 
     retain_ranges: int | str = Field(
         default="1d",
-        description="Range partitions every mirror has applied are deleted from Dagster once "
-        "older than this (a duration: 90s, 30m, 12h, 7d) or beyond this many newest ranges (a "
-        "count); their rows stay in the change-log tables.",
+        description="Range partitions every mirror and history has applied are deleted from "
+        "Dagster once older than this (a duration: 90s, 30m, 12h, 7d) or beyond this many "
+        "newest ranges (a count); their rows stay in the change-log tables.",
     )
 
     @field_validator("retain_ranges")

@@ -75,6 +75,7 @@ from .sync.change_log_outputs import (
 )
 from .sync.change_log_state import clear_gap, mark_gap, snapshot_info
 from .sync.column_rule_changes import rules_change_result
+from .sync.history_check_results import history_at_chain_end
 from .sync.io_manager import Written, is_source_level, table_error, write_output
 from .sync.metadata import asset_tags, table_metadata
 from .sync.names import COVERAGE, IO_MANAGER, RESNAPSHOT_TAG, SNAPSHOT_PARTITION, group_name
@@ -171,6 +172,8 @@ def _change_log_step(
         def table_events(table: CapturedTable) -> Iterator[Event]:
             """One table's partition, committed here: its failure is its own (the caller). Runs
             in a worker thread (:mod:`.sync.table_pool`): its events are yielded by the step."""
+            if (misfit := misfits.get((table.schema, table.name))) is not None:
+                raise Failure(f"{table.qualified_name}: {misfit}")
             conn = conns.get()
             found = catalog.get((table.schema, table.name))
             snapshot: SnapshotInfo | None = None
@@ -244,7 +247,8 @@ def _change_log_step(
                 note := source.recorder.record(catalog, context.instance)
             ):
                 context.log.info(note)  # the catalog the definitions load from, kept current
-            catalog = source.config.columns.apply_all(catalog)  # read as the rules say
+            # read as the rules say; a table a rule no longer fits fails alone, saying why
+            catalog, misfits = source.config.columns.apply_all(catalog)
             # One statement (per 200 instances) says which tables have changes in the range;
             # the quiet ones record it without reading the source or counting rows in Spark.
             changed = (
@@ -415,7 +419,7 @@ def _record_quiet_tables(
         f"{partition} (no change rows, range covered)"
     )
     ranges, retired = chain
-    by_asset = {k: t for t in quiet for k in (t.change_log_key, t.mirror_key)}
+    by_asset = {k: t for t in quiet for k in (t.change_log_key, t.mirror_key, t.history_key)}
     view = ChainEndView.read(context.instance, source) if reports else None  # the chain now
     for report in reports:
         yield report
@@ -429,6 +433,10 @@ def _record_quiet_tables(
             ]
             for result in results:
                 context.log_event(as_evaluation(result, partition))
+        elif report.asset_key == table.history_key:
+            assert view is not None
+            at_end = history_at_chain_end(view, table, lsn_range.hi, updates[table])
+            context.log_event(as_evaluation(at_end, None))
         else:
             assert view is not None
             at_end = view.result(table.mirror_key, table, lsn_range.hi, updates[table])

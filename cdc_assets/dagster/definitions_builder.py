@@ -25,6 +25,7 @@ from .change_log import build_change_logs
 from .examples import build_examples, examples_sensor
 from .health_checks import build_capture_checks
 from .history import build_histories
+from .history_checks import INTERVAL_INTEGRITY, build_history_checks
 from .maintenance import build_maintenance_job, build_maintenance_schedule
 from .mirror import build_mirrors
 from .mirror_checks import RECONCILE, build_mirror_checks
@@ -72,9 +73,15 @@ def source_definitions(source: Source) -> Definitions:
     mirrors = build_mirrors(source, partitions)
     histories = build_histories(source, partitions)  # where the source's `history` names tables
     mirror_checks = build_mirror_checks(source)
+    history_checks = build_history_checks(source, partitions)
     capture_checks = build_capture_checks(source)
-    reconcile = AssetSelection.checks(
-        *(AssetCheckKey(t.mirror_key, RECONCILE) for t in source.tables)
+    health_only = AssetSelection.checks(
+        *(AssetCheckKey(t.mirror_key, RECONCILE) for t in source.tables),
+        *(
+            AssetCheckKey(t.history_key, name)
+            for t in source.history_tables
+            for name in (RECONCILE, INTERVAL_INTEGRITY)
+        ),
     )
     at_chain_end = AssetSelection.checks(
         *(AssetCheckKey(t.mirror_key, AT_CHAIN_END) for t in source.tables)
@@ -84,38 +91,40 @@ def source_definitions(source: Source) -> Definitions:
         # Every run evaluates the change logs' checks, the mirrors step reports at_chain_end for
         # its mirrors itself (:mod:`.sync.chain_end_check`), capture_health follows (a few catalog
         # queries), so every check the UI shows has a current result; reconcile (an exact
-        # snapshot of the source to count its rows) runs with capture_health on the schedule
-        # below. The at_chain_end check step stays in the job for "Execute checks".
-        selection=AssetSelection.assets(*change_logs, *mirrors, *histories) - reconcile,
+        # snapshot of the source to count its rows) and the histories' interval_integrity (a
+        # read of each history) run with capture_health on the schedule below. The
+        # at_chain_end check step stays in the job for "Execute checks".
+        selection=AssetSelection.assets(*change_logs, *mirrors, *histories) - health_only,
         tags={SOURCE_TAG: source.name},
         # Both steps in one process: one Spark session per run instead of one per step (a
         # Spark start costs 10-20 s, more than a typical range takes to sync).
         executor_def=in_process_executor,
         description=f"One LSN range (or the snapshot) of every table of source '{source.name}': "
-        "change logs, their coverage checks, then the mirrors.",
+        "change logs, their coverage checks, then the mirrors, then the histories.",
     )
     health_job = define_asset_job(
         health_job_name(source.name),
         # at_chain_end too: a stalled sync (a run that cannot start, a failed run not retried)
         # has no range run left to report it
-        selection=reconcile | at_chain_end | AssetSelection.checks(capture_checks),
+        selection=health_only | at_chain_end | AssetSelection.checks(capture_checks),
         executor_def=in_process_executor,  # one process (and at most one Spark) per run
-        description=f"Health of source '{source.name}' while nothing else runs: the mirrors' row "
-        "counts against the source (reconcile), whether the sync is stuck (at_chain_end, which "
-        "no range run reports once runs stop) and the CDC capture job (capture_health, which "
-        "no sync run would check once capture has stopped and the max LSN stands still).",
+        description=f"Health of source '{source.name}' while nothing else runs: the mirrors' and "
+        "histories' row counts against the source (reconcile), the histories' intervals "
+        "(interval_integrity), whether the sync is stuck (at_chain_end, which no range run "
+        "reports once runs stop) and the CDC capture job (capture_health, which no sync run "
+        "would check once capture has stopped and the max LSN stands still).",
     )
     health_schedule = ScheduleDefinition(
         name=f"{health_job_name(source.name)}_schedule",
         job=health_job,
         cron_schedule=HEALTH_CRON,
         default_status=DefaultScheduleStatus.RUNNING,
-        description="Every 5 minutes: reconcile and capture_health.",
+        description="Every 5 minutes: reconcile, interval_integrity and capture_health.",
     )
     maintenance = build_maintenance_job(source)
     return Definitions(
         assets=[*specs, *change_logs, *mirrors, *histories],
-        asset_checks=[mirror_checks, capture_checks],
+        asset_checks=[mirror_checks, *history_checks, capture_checks],
         jobs=[job, health_job, maintenance],
         sensors=[build_sync_sensor(source, partitions, job)],
         schedules=[health_schedule, build_maintenance_schedule(source, maintenance)],

@@ -3,14 +3,16 @@
 ``<source>_maintenance`` runs on its schedule (``maintenance.cron``, hourly by default) and, per
 captured table (:mod:`cdc_assets.spark.table_maintenance`):
 
-- sets the change log's and the mirror's Delta history to ``maintenance.keep_history`` and
-  VACUUMs them: the files of older versions (a mirror's MERGEs, its change data feed, replaced
-  change-log partitions, files the writers' compactions replaced) are deleted, the log drops
-  older commits at its next checkpoint; a table whose last VACUUM left nothing to delete since
-  (quiet for longer than the history) is passed over after reading its history;
+- sets the change log's, the mirror's and the history's (where the table has one) Delta
+  history to ``maintenance.keep_history`` and VACUUMs them: the files of older versions (a
+  mirror's or history's MERGEs, their change data feed, replaced change-log partitions, files the
+  writers' compactions replaced) are deleted, the log drops older commits at its next checkpoint;
+  a table whose last VACUUM left nothing to delete since (quiet for longer than the history) is
+  passed over after reading its history;
 - with ``maintenance.drop_retired_changes``, deletes the change-log rows of the range partitions
   the sync sensor retired from Dagster (``sync.retain_ranges``; their end is
-  :func:`.sync.chain.retired_through`), which no mirror needs any more: every mirror applied them;
+  :func:`.sync.chain.retired_through`), which no mirror or history needs any more: every one
+  applied them;
 
 then deletes the source's finished runs older than ``maintenance.keep_runs`` with their events,
 compute logs and (SQLite storage) event files, except what the UI still shows: a sync run is kept
@@ -90,7 +92,8 @@ def _shown_snapshot_runs(instance: DagsterInstance, source: Source) -> set[str]:
     """The runs that logged the newest 'snapshot' materialization of each asset of the source."""
     runs = set()
     for table in source.tables:
-        for key in (table.change_log_key, table.mirror_key):
+        histories = [table.history_key] if source.has_history(table) else []
+        for key in (table.change_log_key, table.mirror_key, *histories):
             found = instance.fetch_materializations(
                 AssetRecordsFilter(asset_key=key, asset_partitions=[SNAPSHOT_PARTITION]), limit=1
             )
@@ -161,8 +164,8 @@ def build_maintenance_job(source: Source) -> JobDefinition:
     @op(
         name=f"{source.name}_maintain_storage",
         required_resource_keys={"pyspark"},
-        description=f"VACUUM and history retention for every change log and mirror of source "
-        f"'{source.name}' (their writers compact their small files); retired ranges' rows "
+        description=f"VACUUM and history retention for every change log, mirror and history of "
+        f"source '{source.name}' (their writers compact their small files); retired ranges' rows "
         "dropped when configured; old runs deleted.",
     )
     def maintain(context: OpExecutionContext) -> None:
@@ -173,7 +176,8 @@ def build_maintenance_job(source: Source) -> JobDefinition:
         for n, table in enumerate(source.tables, 1):
             started = time.monotonic()
             try:
-                for key in (table.change_log_key, table.mirror_key):
+                histories = [table.history_key] if source.has_history(table) else []
+                for key in (table.change_log_key, table.mirror_key, *histories):
                     if store.commit_properties(key.path) is None:
                         continue  # nothing written yet
                     drop: list[str] = []

@@ -58,15 +58,28 @@ def cleanup_gaps(
     return found
 
 
-def range_complete(
+def mirror_complete(
     source: Source, sync: SourceSync, table: CapturedTable, last: LsnRange, snap: SnapshotInfo
 ) -> bool:
-    """Nothing of the chain up to ``last`` is left to do for ``table``: its mirror is there
+    """Nothing of the chain up to ``last`` is left to do for ``table``'s mirror: it is there
     (moved by a merge or recorded quiet), or — its snapshot is consistent only after ``last`` —
     its change log holds ``last``."""
     if snap.snapshot_lsn > last.hi:  # the mirror waits for a range reaching its snapshot
         return source.store.is_published(table.change_log_key.path, last.key)
     return sync[table].mirror_reached(last.hi)
+
+
+def range_complete(
+    source: Source, sync: SourceSync, table: CapturedTable, last: LsnRange, snap: SnapshotInfo
+) -> bool:
+    """:func:`mirror_complete`, and the table's history, where it has one, is there too. The
+    ranges are retired only when every table completed the newest, so those a history still
+    needs stay, as those a mirror needs do."""
+    if not mirror_complete(source, sync, table, last, snap):
+        return False
+    if snap.snapshot_lsn > last.hi or not source.has_history(table):
+        return True
+    return sync[table].history_reached(last.hi)
 
 
 def mirrors_wait_for_snapshot(
@@ -97,7 +110,7 @@ def tables_to_run(
     (:mod:`.sync.quiet_ranges`). When every table is quiet, the first one runs: the chain moves on.
     ``ahead``: the run of the range before is still in flight, so a mirror not yet at the
     range's start is not a reason to run the table (it will be, or is caught up later)."""
-    catalog = sync.source.config.columns.apply_all(discover(conn))
+    catalog, _ = sync.source.config.columns.apply_all(discover(conn))  # a misfit: runs, fails
     counted = {}
     run = set()
     for table in tables:
@@ -122,10 +135,11 @@ def to_retire(
     last: LsnRange,
 ) -> tuple[LsnRange, ...]:
     """The oldest range partitions past ``sync.retain_ranges`` (at most a page of them), in
-    order. Called once every mirror has applied ``last`` (the chain's newest range), so every
-    older range is applied by every mirror that needs it; ``last`` itself is always kept, so the
-    chain's end stays in the keys. Reads the oldest page of keys, plus the newest ``count`` keys
-    when the retention is a count; sends two queries when it is a duration."""
+    order. Called once every mirror and history has applied ``last`` (the chain's newest
+    range), so every older range is applied by every mirror and history that needs it; ``last``
+    itself is always kept, so the chain's end stays in the keys. Reads the oldest page of keys,
+    plus the newest ``count`` keys when the retention is a count; sends two queries when it is
+    a duration."""
     count, seconds = source.config.sync.retention()
     oldest = instance.get_paginated_dynamic_partitions(partitions.name, limit=PAGE, ascending=True)
     candidates = [r for r in range_partitions(oldest.results) if r.hi <= last.lo]
@@ -176,14 +190,16 @@ def catch_up(
     snapshots: dict[CapturedTable, SnapshotInfo],
     last: LsnRange,
     sync: SourceSync,
+    histories: frozenset[CapturedTable] = frozenset(),
 ) -> tuple[Tick | None, str]:
     """What to do about the tables that have not completed the newest range: re-snapshot those
     with a gap (``sync.on_gap``), else run the range each needs next, for those tables only,
-    once their own pause after a failure is over (:mod:`.sync.table_failures`). (None, why): they
-    wait, and the others keep syncing (``why`` goes into the tick's skip reason). When every
-    table is behind and none failed on its own (the run failed as a whole: the source
-    unreachable, a killed run), nothing else can go on: the newest range runs again."""
-    whole = len(behind) == len(snapshots)
+    once their own pause after a failure is over (:mod:`.sync.table_failures`; ``histories``:
+    those whose history alone is behind, which wait for their history's pause). (None, why):
+    they wait, and the others keep syncing (``why`` goes into the tick's skip reason). When
+    every table's mirror is behind and none failed on its own (the run failed as a whole: the
+    source unreachable, a killed run), nothing else can go on: the newest range runs again."""
+    whole = len(set(behind) - histories) == len(snapshots)
     ranges = RangeReader(instance, partitions.name)  # one read for every table behind
     needs = {t: next_range_of(ranges, source, t, snapshots[t], last, sync) for t in behind}
     gaps = {
@@ -207,7 +223,9 @@ def catch_up(
             instance, source, SNAPSHOT_PARTITION, list(gaps), {RESNAPSHOT_TAG: reason[:1000]}
         )
         return Tick((request,), None, None), ""
-    waits = table_waits(source, sync, behind, now())
+    moment = now()
+    waits = table_waits(source, sync, [t for t in behind if t not in histories], moment)
+    waits.update(table_waits(source, sync, histories, moment, history=True))
     ready = [t for t in behind if t not in waits]
     if not ready:
         why = waiting_text(source, sync, waits)
@@ -259,12 +277,19 @@ def range_lane(
     ranges = recent_ranges(instance, partitions.name)
     end = chain_end(ranges)
     behind: list[CapturedTable] = []
+    histories: frozenset[CapturedTable] = frozenset()
     waiting = ""  # why tables behind wait: said in a skip reason
     if end is not None:
         last = ranges[-1]
         behind = [t for t, s in snapshots.items() if not range_complete(source, sync, t, last, s)]
+        # a table whose history alone is behind: its mirror goes on with the next ranges
+        histories = frozenset(
+            t for t in behind if mirror_complete(source, sync, t, last, snapshots[t])
+        )
         if behind:
-            decided, waiting = catch_up(instance, source, partitions, behind, snapshots, last, sync)
+            decided, waiting = catch_up(
+                instance, source, partitions, behind, snapshots, last, sync, histories
+            )
             if decided is not None:
                 return decided
             # the tables behind wait for their retry; the others keep syncing
@@ -301,11 +326,14 @@ def range_lane(
             next_range = LsnRange(start, maximum)
         if next_range is None:
             return skip(waiting, f"no transaction was captured after {start.hex}")
-        healthy = [t for t in snapshots if t not in behind]
+        healthy = [t for t in snapshots if t not in behind or t in histories]
         tables = tables_to_run(conn, sync, healthy, next_range)
     finally:
         conn.close()
-    request = run_request(instance, source, next_range.key, tables, mirrors=True)
+    # the histories waiting after a failure stay out of the run (a catch-up run brings them up)
+    request = run_request(
+        instance, source, next_range.key, tables, mirrors=True, without_histories=histories
+    )
     return Tick((request,), next_range.key, None, retired)
 
 
@@ -350,5 +378,8 @@ def range_ahead(
         tables = tables_to_run(conn, sync, tables, next_range, ahead=True)
     finally:
         conn.close()
-    request = run_request(instance, source, next_range.key, tables, mirrors=True)
+    waiting = table_waits(source, sync, tables, now(), history=True)  # histories after a failure
+    request = run_request(
+        instance, source, next_range.key, tables, mirrors=True, without_histories=set(waiting)
+    )
     return Tick((request,), next_range.key, None)

@@ -4,6 +4,7 @@ the run key, the tags naming the tables, the selection of change logs, mirrors a
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from dagster import (
@@ -66,10 +67,12 @@ def run_request(
     extra_tags: dict[str, str] | None = None,
     *,
     mirrors: bool = False,
+    without_histories: Collection[CapturedTable] = (),
 ) -> RunRequest:
     """The run for ``partition``. Its run key is the partition and how many runs of it were
     already launched, so two evaluations that decide the same thing before either run exists
-    (racing ticks) ask for one run: Dagster launches one run per run key of a sensor."""
+    (racing ticks) ask for one run: Dagster launches one run per run key of a sensor. A range
+    run (``mirrors``) has the tables' histories too, but ``without_histories``."""
     tags = {SOURCE_TAG: source.name, PARTITION_TAG: partition}
     attempt = instance.get_runs_count(filters=RunsFilter(tags=tags))
     tags[TABLES_TAG] = str(len(source.tables))
@@ -86,7 +89,11 @@ def run_request(
         ]
         if mirrors:  # a range: their mirrors too, and the checks a range run evaluates
             selection += [t.mirror_key for t in tables]
-            selection += [t.history_key for t in tables if t in source.history_tables]
+            selection += [
+                t.history_key
+                for t in tables
+                if source.has_history(t) and t not in without_histories
+            ]
             # capture_health is one set of queries for the whole source: in a source whose
             # quiet tables are reported every range, theirs too (the UI shows a check passed
             # only when its latest result is from the run of the latest materialization)

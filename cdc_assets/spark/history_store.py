@@ -40,9 +40,11 @@ from pyspark.sql import types as T
 from cdc_assets.lsn import CHANGE_ORDER, OPERATION, START_LSN, Lsn
 
 from .asset_store import AssetStore
-from .commit_metadata import Published, merge_with_user_metadata, to_json
+from .commit_metadata import Published, without_user_metadata
+from .concurrent_commits import retry_conflicts
 from .key_clustering import clustered, is_large, target_key_condition
 from .mirror_merge import BEFORE_IMAGE, DELETE, after
+from .spark_merges import run_merge
 from .spark_sql_names import sql_name
 from .stored_columns import decode_from_delta, encode_for_delta, stored_name
 
@@ -201,6 +203,16 @@ def data_columns(spark: SparkSession, uri: str) -> list[str]:
     return [c for c in found if c not in VALIDITY_COLUMNS]
 
 
+def with_history_columns(spark: SparkSession, uri: str, changes: DataFrame) -> DataFrame:
+    """``changes`` with the history's columns they lack (one a later capture instance
+    dropped: kept by the history, null from then on)."""
+    history = decode_from_delta(spark.read.format("delta").load(uri)).schema
+    for field in history:
+        if field.name not in VALIDITY_COLUMNS and field.name not in changes.columns:
+            changes = changes.withColumn(field.name, F.lit(None).cast(field.dataType))
+    return changes
+
+
 def current_versions(spark: SparkSession, uri: str) -> DataFrame:
     history = decode_from_delta(spark.read.format("delta").load(uri))
     return history.where(F.col(IS_CURRENT))
@@ -224,7 +236,7 @@ def apply_changes(
     that cannot hold them)."""
     uri = store.location(key_path)
     columns = data_columns(spark, uri)
-    last = transactions(changes, key_columns, after_lsn)
+    last = transactions(with_history_columns(spark, uri, changes), key_columns, after_lsn)
     current = None
     if tracked:
         touched = last.select(*[_col(k) for k in key_columns]).distinct()
@@ -254,9 +266,12 @@ def rebase(
     lsn = F.lit(bytearray(at.raw))
     when = F.lit(at_time)
     nothing = F.lit(None)
-    opened = state.select(
-        *[_col(c) for c in state.columns], *_validity(lsn, when, nothing.cast("binary"), nothing)
-    )
+
+    def opened_from(state: DataFrame) -> DataFrame:
+        validity = _validity(lsn, when, nothing.cast("binary"), nothing)
+        return state.select(*[_col(c) for c in state.columns], *validity)
+
+    opened = opened_from(state)
     if store.delta_table(key_path) is None:
         # a large keyed history is clustered by key as a mirror is (``estimated_rows``), so a
         # range's MERGE reads only the files that may hold its keys
@@ -274,7 +289,9 @@ def rebase(
             keep_layout=large,
         )
     uri = store.location(key_path)
+    state = _with_columns_of_both(spark, uri, state)
     columns = data_columns(spark, uri)
+    opened = opened_from(state)
     current = current_versions(spark, uri).select(*[_col(c) for c in columns])
     identity = list(key_columns) or columns
     if key_columns:  # the keys whose current version is the row the snapshot has
@@ -300,6 +317,59 @@ def rebase(
     )
     opens = opened.join(unchanged, on=_same(opened, unchanged, identity), how="left_anti")
     return merge(spark, store, key_path, closes, opens, identity, properties, None)
+
+
+def _with_columns_of_both(spark: SparkSession, uri: str, state: DataFrame) -> DataFrame:
+    """Before a rebase on ``state`` (a new snapshot, maybe of a new capture instance): the
+    history takes the columns ``state`` has and it lacks (null in its versions so far: one
+    commit that adds them to its schema, no file written), a column whose type ``state``
+    changed takes the new type (its versions so far rewritten with their values converted,
+    null where they do not convert: a column rule changed its stored type), and ``state`` the
+    columns only the history has (null: a column the new instance dropped stays, empty from
+    now on). ``state`` so returned."""
+    held = {f.name: f for f in decode_from_delta(spark.read.format("delta").load(uri)).schema}
+    held = {n: f for n, f in held.items() if n not in VALIDITY_COLUMNS}
+    wanted = {f.name: f for f in state.schema}
+    added = [n for n in wanted if n not in held]
+    retyped = [n for n in wanted if n in held and held[n].dataType != wanted[n].dataType]
+    stored = encode_for_delta(state).schema
+    if retyped:
+        raw = spark.read.format("delta").load(uri)
+        for name in retyped:
+            field = stored[stored_name(name)]
+            raw = raw.withColumn(
+                field.name,
+                F.col(sql_name(field.name))
+                .cast(field.dataType)
+                .alias(field.name, metadata=field.metadata),
+            )
+        with without_user_metadata(spark):
+            retry_conflicts(
+                lambda: (
+                    raw.localCheckpoint()
+                    .write.format("delta")
+                    .mode("overwrite")
+                    .option("overwriteSchema", "true")
+                    .save(uri)
+                ),
+                f"changing the column types of {uri}",
+            )
+    if added:
+        new_columns = encode_for_delta(state.select(*[_col(n) for n in added])).limit(0)
+        with without_user_metadata(spark):
+            retry_conflicts(
+                lambda: (
+                    new_columns.write.format("delta")
+                    .mode("append")
+                    .option("mergeSchema", "true")
+                    .save(uri)
+                ),
+                f"adding columns to {uri}",
+            )
+    for name, field in held.items():
+        if name not in wanted:
+            state = state.withColumn(name, F.lit(None).cast(field.dataType))
+    return state
 
 
 def _same(a: DataFrame, b: DataFrame, columns: Sequence[str]) -> list[Column]:
@@ -375,8 +445,8 @@ def merge(
         f"t.{IS_CURRENT} = s.{END_LSN_COLUMN} IS NULL "
         f"WHEN NOT MATCHED AND s.{ACTION} = '{OPEN}' THEN INSERT ({names}) VALUES ({values})"
     )
-    merge_with_user_metadata(spark, uri, source, statement, to_json(properties))
-    return store.published(spark, uri, dict(properties))
+    # a MERGE that changed nothing may make no commit: then the properties get one of their own
+    return run_merge(spark, store, key_path, source, statement, properties)
 
 
 def history_as_of(

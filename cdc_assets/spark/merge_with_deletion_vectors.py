@@ -169,8 +169,8 @@ def deletion_vector_merge_multiset(
         return Published(uri, state.version, dict(properties), counts, committed=False)
     rows = net.drop_columns([NET])
     uniques = [pc.unique(rows.column(i).combine_chunks()) for i in range(rows.num_columns)]
-    codes = _codes(rows, uniques).append_column(MATCH, pa.array(range(len(rows)), pa.int64()))
-    candidates = _multiset_candidates(state, rows)
+    codes = value_codes(rows, uniques).append_column(MATCH, pa.array(range(len(rows)), pa.int64()))
+    candidates = multiset_candidates(state, rows)
     if sum(record_count(add) for add in candidates) > MULTISET_SCAN_ROWS:
         return None
     touched: list[Touched] = []
@@ -180,7 +180,7 @@ def deletion_vector_merge_multiset(
         path = table / unquote(add["path"])
         old = deletion_vectors.read(table, add.get("deletionVector"))
         data = conformed(pq.read_table(path), target)
-        found = held_positions(_codes(data, uniques), codes, old)
+        found = held_positions(value_codes(data, uniques), codes, old)
         if found is None:
             continue
         positions, sources = found
@@ -216,7 +216,7 @@ def deletion_vector_merge_multiset(
     return commit_actions(table, uri, state, parameters, adds, metrics, properties)
 
 
-def _codes(rows: pa.Table, uniques: Sequence[pa.Array]) -> pa.Table:
+def value_codes(rows: pa.Table, uniques: Sequence[pa.Array]) -> pa.Table:
     """Per row of ``rows``, per column, the position of its value among that column's
     ``uniques`` (null where it is not among them; a null finds a null there): rows compared
     null-safe as integer columns, which Arrow's join compares."""
@@ -228,7 +228,7 @@ def _codes(rows: pa.Table, uniques: Sequence[pa.Array]) -> pa.Table:
     )
 
 
-def _multiset_candidates(state: delta_log.TableLog, rows: pa.Table) -> list[dict[str, Any]]:
+def multiset_candidates(state: delta_log.TableLog, rows: pa.Table) -> list[dict[str, Any]]:
     """The live files whose statistics can hold one of ``rows`` (a file is left out when a
     column's bounds and null count exclude every value the rows have in it)."""
     columns = []

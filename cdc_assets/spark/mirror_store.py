@@ -187,7 +187,7 @@ def apply(
             )
     # the row count: the one before plus what the MERGE's commit metrics say it inserted and
     # deleted; counted (a Spark job) only when either is not known
-    rows = _rows_after(mirror_rows, published.metrics)
+    rows = rows_after(mirror_rows, published.metrics)
     if rows is None:
         rows = row_count(spark, published.uri)
     return replace(published, properties={**published.properties, ROWS: rows})
@@ -234,7 +234,7 @@ def _rebuild_from(
     )
 
 
-def _rows_after(before: int | None, metrics: Mapping[str, int]) -> int | None:
+def rows_after(before: int | None, metrics: Mapping[str, int]) -> int | None:
     """The mirror's rows after a MERGE: ``before`` and the commit's inserted and deleted rows
     (None when one of them is unknown: a MERGE that changed nothing commits no metrics)."""
     inserted = metrics.get("numTargetRowsInserted")

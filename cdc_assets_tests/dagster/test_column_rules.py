@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import struct
 import tempfile
 from collections.abc import Iterator
@@ -24,7 +25,9 @@ from pyspark.sql import SparkSession
 from cdc_assets import emulator
 from cdc_assets.config import ConfigError, ProjectConfig, parse_config
 from cdc_assets.dagster.definitions_builder import build_definitions
+from cdc_assets.dagster.sync.change_log_state import snapshot_info
 from cdc_assets.dagster.sync.source import load_source
+from cdc_assets.sqlserver import cdc_admin
 from cdc_assets.workload import TableDef, create_demo_database
 from cdc_assets.workload.demo_schema import ColumnDef
 
@@ -90,7 +93,9 @@ def dagster_home() -> Iterator[tuple[Path, DagsterInstance]]:
         yield Path(home), instance
 
 
-def make_config(tmp_path: Path, db: Path, rules: list[dict[str, Any]]) -> ProjectConfig:
+def make_config(
+    tmp_path: Path, db: Path, rules: list[dict[str, Any]], history: dict[str, Any] | None = None
+) -> ProjectConfig:
     return parse_config(
         {
             "sources": [
@@ -99,6 +104,7 @@ def make_config(tmp_path: Path, db: Path, rules: list[dict[str, Any]]) -> Projec
                     "connection": {"emulator": {"path": str(db)}},
                     "snapshot": {"chunk_rows": 2},  # customers: key ranges read by Spark tasks
                     "columns": {"hash_key_env": KEY_ENV, "rules": rules},
+                    **({"history": history} if history is not None else {}),
                 }
             ],
             "storage": {"base_path": str(tmp_path / "storage")},
@@ -135,9 +141,14 @@ def pii_database(tmp_path: Path) -> Path:
 
 
 def build(
-    tmp_path: Path, db: Path, rules: list[dict[str, Any]], spark: SparkSession, instance: Any
+    tmp_path: Path,
+    db: Path,
+    rules: list[dict[str, Any]],
+    spark: SparkSession,
+    instance: Any,
+    history: dict[str, Any] | None = None,
 ) -> SyncHarness:
-    config = make_config(tmp_path, db, rules)
+    config = make_config(tmp_path, db, rules, history)
     source = load_source(config.sources[0], config.storage.base_path)
     defs = build_definitions(config, [source])
     return SyncHarness(db, source, defs, instance, None, spark, config=config)  # type: ignore[arg-type]
@@ -278,6 +289,107 @@ def test_a_changed_rule_resnapshots_the_table_and_says_so(
     rows = harness.mirror(customers).collect()
     assert len(rows) == len(EMAILS) and {r["city"] for r in rows} == {None}
     assert {r["email"] for r in rows} == {hashed(e) for e in EMAILS.values()}
+
+
+def test_a_rule_that_stops_fitting_fails_that_table_alone(
+    tmp_path: Path,
+    spark: SparkSession,
+    dagster_home: tuple[Path, DagsterInstance],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new capture instance of customers makes ``phone`` a ``datetime2``, which its redact
+    rule refuses: the run fails that table alone, its coverage check saying which rule does
+    not fit and what to do, while purchases syncs on."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    _, instance = dagster_home
+    db = pii_database(tmp_path)
+    harness = build(tmp_path, db, RULES, spark, instance)
+    harness.sync()
+    conn = emulator.connect(str(db), autocommit=True)
+    try:
+        conn.execute("ALTER TABLE [dbo].[customers] DROP COLUMN [phone]")
+        conn.execute("ALTER TABLE [dbo].[customers] ADD [phone] datetime2 NULL")
+        cdc_admin.enable_table(
+            conn, "dbo", "customers", capture_instance="dbo_customers_v2", supports_net_changes=True
+        )
+    finally:
+        conn.close()
+    harness.capture()
+    harness.write("UPDATE [dbo].[customers] SET [city] = N'moved' WHERE [id] = 1")
+    harness.write("INSERT INTO [dbo].[purchases] VALUES (7, N'pii-q@example.com', 70)")
+    (request,) = harness.tick().run_requests
+    result = harness.execute(request)
+    assert not result.success
+    customers, purchases = table(harness, "customers"), table(harness, "purchases")
+    evaluations = result.get_asset_check_evaluations()
+    (refused,) = [
+        e
+        for e in evaluations
+        if e.asset_key == customers.change_log_key and e.check_name == "coverage"
+    ]
+    assert not refused.passed
+    text = refused.description or ""
+    assert "columns.rules" in text and "'phone'" in text and "redact" in text, text
+    assert "Fix the rule" in text, text
+    others = [e.passed for e in evaluations if e.asset_key.path[-1].startswith("purchases")]
+    assert others and all(others), "only the table the rule no longer fits fails"
+    harness.assert_mirrors_equal_source([purchases])
+
+
+def test_a_rule_changed_on_an_int_column_after_the_first_snapshot(
+    tmp_path: Path,
+    spark: SparkSession,
+    dagster_home: tuple[Path, DagsterInstance],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``hash`` given to the ``int`` column purchases.amount after the table's first snapshot
+    (and its history's first versions): the table is re-snapshotted, its change log stores the
+    column as text from then on, its mirror holds the hashes, and its history keeps the
+    versions before (their amounts as text) with the new ones hashed, saying from which LSN
+    the rule holds."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    _, instance = dagster_home
+    db = pii_database(tmp_path)
+    history = {"include": ["dbo.purchases"]}
+    harness = build(tmp_path, db, RULES, spark, instance, history)
+    harness.sync()
+    harness.write("UPDATE [dbo].[purchases] SET [amount] = 11 WHERE [id] = 1")
+    harness.sync()
+    hashed_amount = {"tables": "dbo.purchases", "columns": ["amount"], "rule": "hash"}
+    harness = build(tmp_path, db, [*RULES, hashed_amount], spark, instance, history)
+    harness.write("UPDATE [dbo].[purchases] SET [amount] = 12 WHERE [id] = 2")
+    (request,) = harness.tick().run_requests
+    assert not harness.execute(request).success  # refused: the rules changed
+    harness.sync()  # the re-snapshot under the new rules, then the range again
+    harness.write("UPDATE [dbo].[purchases] SET [amount] = 13 WHERE [id] = 3")
+    harness.sync()
+    purchases = table(harness, "purchases")
+    log = harness.source.store.delta_table(purchases.change_log_key.path)
+    fields = {f["name"]: f["type"] for f in json.loads(log.schema().to_json())["fields"]}
+    assert fields["amount"] == "string"
+    conn = emulator.connect(str(db), autocommit=True)
+    try:
+        amounts = dict(conn.execute("SELECT [id], [amount] FROM [dbo].[purchases]").fetchall())
+    finally:
+        conn.close()
+    mirror = {r["id"]: r["amount"] for r in harness.mirror(purchases).collect()}
+    assert mirror == {i: hashed(str(a)) for i, a in amounts.items()}
+    snapshot = snapshot_info(harness.source, purchases)
+    assert snapshot is not None
+    at = snapshot.snapshot_lsn.raw
+    versions = harness.source.store.read(spark, purchases.history_key.path, None).collect()
+    before = [v for v in versions if v["__start_lsn"] < at]
+    after = [v for v in versions if v["__start_lsn"] >= at]
+    assert before and {v["amount"] for v in before} >= {"10", "11", "20"}
+    assert all(v["__end_lsn"] is not None and v["__end_lsn"] <= at for v in before)
+    current = {v["id"]: v["amount"] for v in after if v["__is_current"]}
+    assert current == {i: hashed(str(a)) for i, a in amounts.items()}
+    properties = harness.source.store.properties(purchases.history_key.path, None) or {}
+    assert properties.get("column_rules_from") == snapshot.snapshot_lsn.hex
+    shown = harness.instance.get_latest_materialization_event(purchases.history_key)
+    assert shown is not None and shown.asset_materialization is not None
+    metadata = shown.asset_materialization.metadata
+    assert metadata["column_rules_from_lsn"].value == snapshot.snapshot_lsn.hex
 
 
 @pytest.mark.parametrize(

@@ -203,6 +203,12 @@ def test_a_range_run_again_changes_no_history(
         assert harness.instance.get_latest_materialization_event(table.history_key) is not None
         found = harness.instance.get_materialized_partitions(table.history_key)
         assert partition in found, (partition, found)
+    # the mirrors step ends before the histories step starts (a range's mirrors never wait)
+    steps = {s.step_key: s for s in harness.instance.get_run_step_stats(harness.results[-1].run_id)}
+    (mirrors,) = [s for k, s in steps.items() if "mirrors" in k]
+    (histories,) = [s for k, s in steps.items() if "histories" in k]
+    assert mirrors.end_time is not None and histories.start_time is not None
+    assert mirrors.end_time <= histories.start_time, (mirrors, histories)
     assert_succeeded(harness.execute(request))  # the same range again
     assert harness.source.store.history(table.history_key.path) == versions
     assert history_position(harness.source, table) == position
@@ -229,11 +235,19 @@ def test_lineage_shows_change_log_then_history(
             assert graph.has(table.mirror_key)
 
 
+@pytest.mark.parametrize("path", ["driver", "spark"])
 def test_track_history_columns_updates_the_current_version_in_place(
-    tmp_path: Path, spark: SparkSession, instance: DagsterInstance
+    tmp_path: Path,
+    spark: SparkSession,
+    instance: DagsterInstance,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
 ) -> None:
     """With ``track_history_columns: {dbo.accounts: [qty]}``, a change of ``name`` only
-    updates the current version; a change of ``qty`` opens a new one."""
+    updates the current version; a change of ``qty`` opens a new one; in the driver (a small
+    range, the default) or by Spark's MERGE."""
+    if path == "spark":
+        monkeypatch.setattr(history_driver, "DRIVER_HISTORY_ROWS", 0)
     harness = make_harness(tmp_path, spark, instance, rows=3, tables=TABLES[:1])
     with_history(harness, include=("*",), track_history_columns={"dbo.accounts": ("qty",)})
     harness.sync()

@@ -27,6 +27,8 @@ from cdc_assets.spark import (
     delta_log,
     driver_merges,
     driver_writes,
+    history_driver,
+    history_store,
     mirror_store,
     mirror_versions,
     spark_merges,
@@ -518,6 +520,91 @@ def test_keyless_mirrors_merged_in_the_driver_equal_spark_s(
         )
     expected = _spark_rows(store.read(spark, TWIN, None))
     assert _spark_rows(store.read(spark, created, None)) == expected
+
+
+HISTORIES = {"driver": ["history", "driver"], "spark": ["history", "spark"]}
+
+
+@pytest.mark.parametrize("name", ["orders", "events"])  # time and datetimeoffset columns; keyless
+def test_histories_applied_in_the_driver_equal_spark_s(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    demo: dict[str, DemoTable],
+    name: str,
+) -> None:
+    """Two ranges applied through :func:`.history_driver.apply` to a history delta-rs created
+    (its deletion vectors turned on in the driver at the first), without a Spark job, and by
+    Spark's MERGE to a twin (the driver's threshold at 0): the same versions as Spark and DuckDB
+    read them, and the same change data feed of each range."""
+    table = demo[name]
+    store = AssetStore(tmp_path)
+    base = _frame(spark, sqlserver_source.drop_snapshot_columns_in_driver(table.snapshot_rows()))
+    keys = tuple(table.table.primary_key)
+    for key in HISTORIES.values():
+        history_store.rebase(
+            spark,
+            store,
+            key,
+            base,
+            at=Lsn.from_int(9),
+            at_time=None,
+            key_columns=keys,
+            properties={"lsn": Lsn.from_int(9).hex},
+        )
+    change_log = ["cdc", "changes"]
+    columns = [*table.columns, *history_store.VALIDITY_COLUMNS]
+    for index in range(2):
+        partition = table.ranges[index][0]
+        store.write_in_driver(
+            spark, table.changes(index), change_log, partition, lambda _rows: {"kind": "test"}
+        )
+        count = table.changes(index).read().num_rows
+        properties = {"lsn": Lsn.from_int(10 + index).hex}
+        apply = partial(
+            history_driver.apply,
+            spark,
+            store,
+            change_log=change_log,
+            partitions=[partition],
+            change_rows=count,
+            key_columns=keys,
+            after_lsn=table.replay_from,
+            properties=properties,
+        )
+        published = _in_driver(spark, partial(apply, key_path=HISTORIES["driver"]))
+        assert _engine(store, HISTORIES["driver"]).startswith("cdc_assets"), index
+        with monkeypatch.context() as m:
+            m.setattr(history_driver, "DRIVER_HISTORY_ROWS", 0)
+            by_spark = apply(key_path=HISTORIES["spark"])
+        assert published.user_metadata == by_spark.user_metadata
+        assert published.metrics["numTargetRowsInserted"] > 0, index
+        expected = _spark_rows(
+            store.read(spark, HISTORIES["spark"], None).select(*_quoted(columns))
+        )
+        found = store.read(spark, HISTORIES["driver"], None).select(*_quoted(columns))
+        assert _spark_rows(found) == expected, index
+        assert _outside_spark(store, HISTORIES["driver"], columns) == _outside_spark(
+            store, HISTORIES["spark"], columns
+        ), index
+        if keys:  # keyless: Spark's MERGE rewrites every current version of a touched row
+            feeds = [
+                _spark_rows(
+                    spark.read.format("delta")
+                    .option("readChangeFeed", "true")
+                    .option("startingVersion", version)
+                    .option("endingVersion", version)
+                    .load(store.location(key))
+                    .drop("_commit_timestamp", "_commit_version")
+                )
+                for key in HISTORIES.values()
+                if (version := store.delta_table(key).version()) is not None
+            ]
+            assert feeds[0] == feeds[1], index
+
+
+def _quoted(columns: list[str]) -> list[str]:
+    return [f"`{c}`" for c in columns]
 
 
 def test_a_driver_merge_that_lost_to_a_concurrent_commit_is_made_again_in_the_driver(

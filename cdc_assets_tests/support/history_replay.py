@@ -81,7 +81,7 @@ def replay_versions(
             if change["__$operation"] == DELETE:
                 continue
             end = lsns[i + 1] if i + 1 < len(lsns) else None
-            row = tuple(change[c] for c in columns)
+            row = tuple(change.get(c) for c in columns)  # a column the instance lacks: None
             versions.append(Version(row, lsn, end, times[lsn], times.get(end) if end else None))
     return versions
 
@@ -91,7 +91,7 @@ def _multiset_versions(
 ) -> list[Version]:
     net: dict[tuple[Any, ...], dict[bytes, int]] = defaultdict(lambda: defaultdict(int))
     for change in ordered:
-        row = tuple(change[c] for c in columns)
+        row = tuple(change.get(c) for c in columns)
         sign = -1 if change["__$operation"] in (DELETE, BEFORE) else 1
         net[row][change["__$start_lsn"]] += sign
     versions = []
@@ -131,3 +131,46 @@ def as_of_time(versions: list[Version], at: dt.datetime) -> list[tuple[Any, ...]
         for v in versions
         if v.start_at is not None and v.start_at <= at and (v.end_at is None or v.end_at > at)
     ]
+
+
+def replay_across(
+    changes: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    times: dict[bytes, dt.datetime],
+    columns: Sequence[str],
+    key_columns: Sequence[str],
+    *,
+    start: tuple[Lsn, dt.datetime | None],
+    until: Lsn,
+    switch: tuple[Lsn, dt.datetime | None, dict[tuple[Any, ...], tuple[Any, ...]]],
+) -> list[Version]:
+    """A keyed table's versions across two capture instances (``changes``: their change
+    tables' rows, ``columns``: those of both, None where an instance lacks one): the first
+    instance's changes up to ``until`` from a history started at ``start`` (LSN, commit time),
+    then at the second instance's snapshot ``switch`` (LSN, commit time, the rows then by key)
+    the rows that differ close and open again (those gone close), then the second instance's
+    changes after it."""
+    first, second = changes
+    (s1, t1), (s2, t2, state) = start, switch
+    kept = [c for c in first if c["__$start_lsn"] <= until.raw]
+    versions = cut_at(replay_versions(kept, times, columns, key_columns), s1, t1)
+    index = [list(columns).index(k) for k in key_columns]
+    found = [v for v in versions if not v.current]
+    current: dict[tuple[Any, ...], Version] = {}
+    for v in versions:
+        if not v.current:
+            continue
+        key = tuple(v.row[i] for i in index)
+        if state.get(key) == v.row:
+            current[key] = v
+        else:
+            found.append(replace(v, end=s2.raw, end_at=t2))
+    for key, row in state.items():
+        current.setdefault(key, Version(row, s2.raw, None, t2, None))
+    later = [c for c in second if c["__$start_lsn"] > s2.raw]
+    firsts: dict[tuple[Any, ...], bytes] = {}
+    for change in sorted(later, key=change_order):
+        firsts.setdefault(tuple(change.get(k) for k in key_columns), change["__$start_lsn"])
+    for key, v in current.items():
+        ends = firsts.get(key)
+        found.append(replace(v, end=ends, end_at=times[ends]) if ends is not None else v)
+    return found + replay_versions(later, times, columns, key_columns)

@@ -18,6 +18,7 @@ from cdc_assets.spark.change_log_properties import range_of
 from cdc_assets.spark.change_log_store import ChunkedSnapshotWrite, RangeWrite, SnapshotWrite
 from cdc_assets.spark.session import write_parallelism
 from cdc_assets.spark.snapshot_chunks import BatchCommitted, SnapshotProgress
+from cdc_assets.spark.stored_type_changes import start_over_with_types
 from cdc_assets.sqlserver import CaptureInstance, SourceTable, get_min_lsn
 from cdc_assets.sqlserver.column_masks import rules_fingerprint
 from cdc_assets.sqlserver.dbapi import DbapiConnection
@@ -89,6 +90,15 @@ def snapshot_output(
     plan = sqlserver_source.plan_snapshot(
         settings, instance, mode=policy.mode, chunk_rows=policy.chunk_rows
     )
+    # a column rule that changed a stored type: the change log starts over under the new types
+    path = table.change_log_key.path
+    schema = sqlserver_source.snapshot_frame_schema(plan)
+    if retyped := start_over_with_types(spark, source.store, path, schema):
+        log(
+            f"{table.qualified_name}: columns {', '.join(retyped)} are stored with another type "
+            "from this snapshot on (column rules): the change log's earlier partitions are "
+            "dropped"
+        )
     if len(plan.key_ranges) > 1:
         return _chunked(spark, source, table, instance, plan, None, report, reason)
     identity = _identity(instance, plan.mode, reason, plan.rows)

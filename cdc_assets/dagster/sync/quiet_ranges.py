@@ -12,12 +12,14 @@ the range for every quiet table whose mirror stands at the range's start, after 
    goes through the normal path, which re-snapshots the table).
 
 Recording is one write of the sync state for all of them (:mod:`.sync_state`): the mirror's
-position moves to ``hi`` with no Spark job and no Delta commit of its own. What Dagster hears:
-in a source of up to 50 tables, each quiet table's range (its change log and mirror partitions,
-0 rows, "quiet"), so no partition stays missing; in a larger one, a quiet mirror's range when its
-last report is older than half the freshness policy's warning window, so a quiet mirror is never
-shown overdue while its sync is healthy (a thousand tables would otherwise be thousands of
-events per range; their change logs show partitions where the table changed).
+position (and its history's, where the table has one) moves to ``hi`` with no Spark job and no
+Delta commit of its own. What Dagster hears:
+in a source of up to 50 tables, each quiet table's range (its change log, mirror and history
+partitions, 0 rows, "quiet"), so no partition stays missing; in a larger one, a quiet mirror's
+(and history's) range when its last report is older than half the freshness policy's warning
+window, so a quiet mirror is never shown overdue while its sync is healthy (a thousand tables
+would otherwise be thousands of events per range; their change logs show partitions where the
+table changed).
 
 A table that fails any of the three stays where it was: the sensor
 finds it behind and sends it a run of its own.
@@ -133,12 +135,22 @@ def record_quiet(
     for table in quiet:
         row = sync[table]
         reported = row.reported_at
+        # its history moves with it where it stood at the range's start (one behind catches
+        # up in a run of its own: :mod:`..range_lane`)
+        history = source.has_history(table) and row.history_reached(lsn_range.lo)
         if every_range:
             reports.append(_change_log_report(table, lsn_range, partition, shown))
         if table in due:
             reports.append(_report(table, row, lsn_range, partition))
+            if history:
+                reports.append(_report(table, row, lsn_range, partition, history=True))
             reported = moment
-        updates[table] = replace(row, mirror_at=lsn_range.hi, reported_at=reported)
+        updates[table] = replace(
+            row,
+            mirror_at=lsn_range.hi,
+            reported_at=reported,
+            history_at=lsn_range.hi if history else row.history_at,
+        )
     return updates, reports
 
 
@@ -172,18 +184,27 @@ def _change_log_report(
 
 
 def _report(
-    table: CapturedTable, row: TableSync, lsn_range: LsnRange, partition: str
+    table: CapturedTable,
+    row: TableSync,
+    lsn_range: LsnRange,
+    partition: str,
+    *,
+    history: bool = False,
 ) -> AssetMaterialization:
-    since = row.mirror_commit.hex if row.mirror_commit is not None else "its snapshot"
+    """A quiet mirror's report (``history``: its history's)."""
+    what = "history" if history else "mirror"
+    commit = row.history_commit if history else row.mirror_commit
+    rows = row.history_rows if history else row.mirror_rows
+    since = commit.hex if commit is not None else "its snapshot"
     return AssetMaterialization(
-        asset_key=table.mirror_key,
+        asset_key=table.history_key if history else table.mirror_key,
         partition=partition,
-        description=f"{table.qualified_name} had no changes since {since}: the mirror is at "
+        description=f"{table.qualified_name} had no changes since {since}: the {what} is at "
         f"{lsn_range.hi.hex} as it is (no Delta commit)",
         metadata={
-            "mirror_lsn": lsn_range.hi.hex,
+            f"{what}_lsn": lsn_range.hi.hex,
             "quiet": True,
             "unchanged_since_lsn": MetadataValue.text(since),
-            **({"dagster/row_count": row.mirror_rows} if row.mirror_rows is not None else {}),
+            **({"dagster/row_count": rows} if rows is not None else {}),
         },
     )

@@ -31,26 +31,38 @@ def retry_pause(source: Source) -> float:
 
 
 def table_waits(
-    source: Source, sync: SourceSync, tables: Iterable[CapturedTable], moment: float
+    source: Source,
+    sync: SourceSync,
+    tables: Iterable[CapturedTable],
+    moment: float,
+    *,
+    history: bool = False,
 ) -> dict[CapturedTable, float]:
-    """Those of ``tables`` that failed on their own a moment ago: the seconds each still waits
-    (the pause grows with each failure in a row, :mod:`.table_failures`)."""
-    return {t: left for t in tables if (left := table_wait(source, sync[t], moment)) is not None}
+    """Those of ``tables`` that failed on their own a moment ago (``history``: whose history
+    did): the seconds each still waits (the pause grows with each failure in a row,
+    :mod:`.table_failures`)."""
+    return {
+        t: left
+        for t in tables
+        if (left := table_wait(source, sync[t], moment, history=history)) is not None
+    }
 
 
-def table_wait(source: Source, row: TableSync, moment: float) -> float | None:
-    """How long a table whose sync-state row is ``row`` still waits after its failures before
-    the sensor tries it again; None when it may go now."""
+def table_wait(
+    source: Source, row: TableSync, moment: float, *, history: bool = False
+) -> float | None:
+    """How long a table whose sync-state row is ``row`` (``history``: its history) still waits
+    after its failures before the sensor tries it again; None when it may go now."""
     bound = duration_seconds(source.config.sync.max_retry_pause)
-    return seconds_to_wait(row, retry_pause(source), bound, moment)
+    return seconds_to_wait(row, retry_pause(source), bound, moment, history=history)
 
 
 def waiting_text(source: Source, sync: SourceSync, waits: Mapping[CapturedTable, float]) -> str:
     """What the tables in ``waits`` wait for, for a skip reason (the first few by name)."""
     shown = sorted(waits, key=lambda t: t.qualified_name)
     parts = [
-        f"{t.qualified_name} (failed {sync[t].failures}x, next try in {waits[t]:.0f} s: "
-        f"{(sync[t].failure or '')[:200]})"
+        f"{t.qualified_name} (failed {sync[t].failures or sync[t].history_failures}x, next try "
+        f"in {waits[t]:.0f} s: {(sync[t].failure or sync[t].history_failure or '')[:200]})"
         for t in shown[:3]
     ]
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -96,10 +97,18 @@ class Source:
     def connect(self) -> DbapiConnection:
         return self.factory.connect(autocommit=True)
 
-    @property
+    @cached_property
     def history_tables(self) -> tuple[CapturedTable, ...]:
         """The tables that keep a history (the source's ``history`` settings)."""
         return tuple(t for t in self.tables if self.config.history.enabled(t.schema, t.name))
+
+    @cached_property
+    def _with_history(self) -> frozenset[CapturedTable]:
+        return frozenset(self.history_tables)
+
+    def has_history(self, table: CapturedTable) -> bool:
+        """Whether ``table`` keeps a history."""
+        return table in self._with_history
 
 
 def select_tables(

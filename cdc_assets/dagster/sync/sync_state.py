@@ -13,6 +13,11 @@ a small Delta table with a row per table:
   when quiet ranges followed it;
 - ``reported_at``: when the mirror was last materialized in Dagster (quiet mirrors are
   reported again before their freshness policy would call them overdue);
+- ``history_version`` / ``history_commit`` / ``history_at`` / ``history_rows``: the same for
+  the table's history, where it has one (the snapshot it is built on, the LSN of its last
+  commit, where it is, its rows: versions), and ``history_failures`` / ``history_failed_at`` /
+  ``history_failure`` its own failures in a row (a history that fails holds back neither its
+  table's change log nor its mirror);
 - ``failures`` / ``failed_at`` / ``failure``: how many runs in a row failed for this table alone
   (its snapshot, its range or its mirror), when the last one did and why: the sensor retries
   the table on its own schedule, the pause growing with ``failures`` (:mod:`.table_failures`).
@@ -35,6 +40,7 @@ from pyspark.sql import SparkSession
 
 from cdc_assets.lsn import Lsn
 from cdc_assets.records import MirrorPosition
+from cdc_assets.spark.history_store import position_of as history_position_of
 from cdc_assets.spark.mirror_versions import position_of
 from cdc_assets.spark.sync_state_store import read_rows, swap_rows
 
@@ -66,6 +72,13 @@ class TableSync:
     failures: int = 0
     failed_at: float | None = None
     failure: str | None = None
+    history_version: str | None = None
+    history_commit: Lsn | None = None
+    history_at: Lsn | None = None
+    history_rows: int | None = None
+    history_failures: int = 0
+    history_failed_at: float | None = None
+    history_failure: str | None = None
 
     @property
     def mirror_built(self) -> bool:
@@ -80,12 +93,29 @@ class TableSync:
         """The mirror is built from the current snapshot and at ``lsn`` or later."""
         return self.mirror_built and self.mirror_at is not None and self.mirror_at >= lsn
 
+    def history_reached(self, lsn: Lsn) -> bool:
+        """The history is built on the table's current snapshot and at ``lsn`` or later."""
+        return (
+            self.snapshot is not None
+            and self.history_version == self.snapshot.version
+            and self.history_at is not None
+            and self.history_at >= lsn
+        )
+
     def to_json(self) -> str:
         data: dict[str, Any] = asdict(self)
         if not self.failures:  # a healthy table's row as it always was
             for name in ("failures", "failed_at", "failure"):
                 del data[name]
-        for name in ("mirror_commit", "mirror_at"):
+        if self.history_version is None:  # a table without a history: its row as it was
+            for name in ("history_version", "history_commit", "history_at", "history_rows"):
+                del data[name]
+        if not self.history_failures:
+            for name in ("history_failures", "history_failed_at", "history_failure"):
+                del data[name]
+        for name in ("mirror_commit", "mirror_at", "history_commit", "history_at"):
+            if name not in data:
+                continue
             value = getattr(self, name)
             data[name] = value.hex if value is not None else None
         if self.snapshot is not None:
@@ -130,6 +160,13 @@ class TableSync:
             failures=data.get("failures") or 0,
             failed_at=data.get("failed_at"),
             failure=data.get("failure"),
+            history_version=data.get("history_version"),
+            history_commit=lsn("history_commit"),
+            history_at=lsn("history_at"),
+            history_rows=data.get("history_rows"),
+            history_failures=data.get("history_failures") or 0,
+            history_failed_at=data.get("history_failed_at"),
+            history_failure=data.get("history_failure"),
         )
 
 
@@ -139,13 +176,31 @@ def from_stores(source: Source, table: CapturedTable) -> TableSync:
     snapshot = snapshot_info(source, table)
     committed = position_of(source.store.properties(table.mirror_key.path, None))
     if committed is None:
-        return TableSync(snapshot=snapshot)
-    return TableSync(
+        return with_stored_history(source, table, TableSync(snapshot=snapshot))
+    row = TableSync(
         snapshot=snapshot,
         mirror_version=committed.snapshot_version,
         mirror_commit=committed.lsn,
         mirror_at=committed.lsn,
         mirror_rows=committed.rows,
+    )
+    return with_stored_history(source, table, row)
+
+
+def with_stored_history(source: Source, table: CapturedTable, row: TableSync) -> TableSync:
+    """``row`` with where the table's history is, read from the history's last commit, when the
+    table has a history the row does not know of (a row written before histories were in the
+    state, a history added since); ``row`` itself otherwise."""
+    if row.history_version is not None or not source.has_history(table):
+        return row
+    committed = history_position_of(source.store.properties(table.history_key.path, None))
+    if committed is None:
+        return row
+    return replace(
+        row,
+        history_version=committed.snapshot_version,
+        history_commit=committed.lsn,
+        history_at=committed.lsn,
     )
 
 
@@ -174,6 +229,8 @@ class SourceSync:
         if fill:
             for table in found.missing:
                 found.tables[table] = from_stores(source, table)
+            for table in source.history_tables:
+                found.tables[table] = with_stored_history(source, table, found.tables[table])
         return found
 
     def __getitem__(self, table: CapturedTable) -> TableSync:

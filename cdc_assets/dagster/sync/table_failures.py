@@ -28,13 +28,25 @@ MESSAGE_CHARS = 1000  # of the failure kept in the sync state (the run's log has
 TAG_CHARS = 2000  # of the tag's value: the tables' names, cut with "..." beyond
 
 
-def failed(row: TableSync, message: str, at: float) -> TableSync:
-    """``row`` after one more failure in a row, at ``at``, for ``message``."""
+def failed(row: TableSync, message: str, at: float, *, history: bool = False) -> TableSync:
+    """``row`` after one more failure in a row, at ``at``, for ``message`` (``history``: of the
+    table's history, counted apart: its mirror goes on)."""
+    if history:
+        return replace(
+            row,
+            history_failures=row.history_failures + 1,
+            history_failed_at=at,
+            history_failure=message[:MESSAGE_CHARS],
+        )
     return replace(row, failures=row.failures + 1, failed_at=at, failure=message[:MESSAGE_CHARS])
 
 
-def cleared(row: TableSync) -> TableSync:
-    """``row`` after a run in which the table succeeded."""
+def cleared(row: TableSync, *, history: bool = False) -> TableSync:
+    """``row`` after a run in which the table (``history``: its history) succeeded."""
+    if history:
+        if not row.history_failures:
+            return row
+        return replace(row, history_failures=0, history_failed_at=None, history_failure=None)
     return replace(row, failures=0, failed_at=None, failure=None) if row.failures else row
 
 
@@ -46,11 +58,17 @@ def pause_after(failures: int, base: float, bound: float) -> float:
     return min(max(bound, base), base * 2 ** min(failures - 1, 40))
 
 
-def seconds_to_wait(row: TableSync, base: float, bound: float, moment: float) -> float | None:
-    """How long the table still waits before its next attempt; None when it may go now."""
-    if row.failures <= 0 or row.failed_at is None:
+def seconds_to_wait(
+    row: TableSync, base: float, bound: float, moment: float, *, history: bool = False
+) -> float | None:
+    """How long the table (``history``: its history) still waits before its next attempt;
+    None when it may go now."""
+    failures, at = (
+        (row.history_failures, row.history_failed_at) if history else (row.failures, row.failed_at)
+    )
+    if failures <= 0 or at is None:
         return None
-    left = row.failed_at + pause_after(row.failures, base, bound) - moment
+    left = at + pause_after(failures, base, bound) - moment
     return left if left > 0 else None
 
 
@@ -61,17 +79,23 @@ def record_failures(
     sync: SourceSync,
     failures: Mapping[CapturedTable, str],
     updates: Mapping[CapturedTable, TableSync] | None = None,
+    *,
+    history: bool = False,
 ) -> dict[CapturedTable, TableSync]:
-    """Write ``updates`` and the failed tables' rows (one sync-state write), then name the
-    failed tables in the run's tag, so the sensor counts the failure against them alone; the
-    rows written."""
+    """Write ``updates`` and the failed tables' rows (one sync-state write; ``history``: their
+    histories failed), then name the failed tables in the run's tag, so the sensor counts the
+    failure against them alone; the rows written."""
     moment = now()
     rows = dict(updates or {})
     for table, message in failures.items():
-        rows[table] = failed(rows.get(table, sync[table]), message, moment)
+        rows[table] = failed(rows.get(table, sync[table]), message, moment, history=history)
     sync.write(spark, rows)
     if failures:
-        names = ", ".join(sorted(t.qualified_name for t in failures))
+        # with those an earlier step of the run named (its mirrors, its histories)
+        run = instance.get_run_by_id(run_id)
+        earlier = run.tags.get(FAILED_TABLES_TAG, "") if run is not None else ""
+        named = {n for n in earlier.split(", ") if n} | {t.qualified_name for t in failures}
+        names = ", ".join(sorted(named))
         if len(names) > TAG_CHARS:
             names = names[: TAG_CHARS - 3] + "..."
         instance.add_run_tags(run_id, {FAILED_TABLES_TAG: names})
