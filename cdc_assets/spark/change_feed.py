@@ -263,9 +263,9 @@ def _vacuum_horizon(commits: Sequence[_Commit]) -> int | None:
     for commit in commits:
         if commit.operation != "VACUUM START":
             continue
-        kept = commit.parameters.get("specifiedRetentionMillis") or commit.parameters.get(
-            "defaultRetentionMillis"
-        )
+        kept = commit.parameters.get("specifiedRetentionMillis")  # 0: RETAIN 0 HOURS
+        if kept is None:
+            kept = commit.parameters.get("defaultRetentionMillis")
         try:
             horizons.append(commit.timestamp_ms - int(kept))
         except (TypeError, ValueError):

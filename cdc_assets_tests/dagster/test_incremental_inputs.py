@@ -5,6 +5,8 @@ again, a compaction, a vacuumed version and a re-snapshot of the source table.""
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,11 @@ from dagster import (
     RunRequest,
     materialize,
 )
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from cdc_assets.dagster.examples import daily_orders_key, daily_totals
+from cdc_assets import emulator
+from cdc_assets.dagster.examples import daily_orders_key
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.sync.incremental_inputs import CONSUMED
 from cdc_assets.dagster.sync.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION
@@ -65,14 +69,26 @@ def _log_lines(h: SyncHarness, result: ExecuteInProcessResult) -> list[str]:
 
 
 def _assert_equals_full_recompute(h: SyncHarness) -> None:
-    """The stored aggregate is the aggregate of the source table, computed whole."""
-    written = h.source.store.read(h.spark, daily_orders_key("shop").path, None)
-    expected = daily_totals(h.source_rows(_orders(h)))
-    got = {r["order_date"]: (r["orders"], r["customers"], r["revenue"]) for r in written.collect()}
-    want = {
-        r["order_date"]: (r["orders"], r["customers"], r["revenue"]) for r in expected.collect()
+    """The stored aggregate (read by delta-rs) is the aggregate of the source table computed
+    whole (in Python, from the emulator)."""
+    conn = emulator.connect(str(h.db), autocommit=True)
+    try:
+        rows = conn.execute("SELECT order_id, customer_id, ordered_at, total FROM dbo.orders")
+        orders = rows.fetchall()
+    finally:
+        conn.close()
+    want: dict[dt.date, tuple[int, int, Decimal]] = {}
+    customers: dict[dt.date, set[int]] = {}
+    for _, customer, at, total in orders:
+        n, _, revenue = want.get(at.date(), (0, 0, Decimal(0)))
+        customers.setdefault(at.date(), set()).add(customer)
+        want[at.date()] = (n + 1, len(customers[at.date()]), revenue + total)
+    uri = h.source.store.location(daily_orders_key("shop").path)
+    written = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    got = {r["order_date"]: (r["orders"], r["customers"], r["revenue"]) for r in written}
+    assert got == want and got, {
+        d: (got.get(d), want.get(d)) for d in set(got) | set(want) if got.get(d) != want.get(d)
     }
-    assert got == want and got, {d: (got.get(d), want.get(d)) for d in set(got) ^ set(want)}
 
 
 def _full_run(h: SyncHarness, why: str) -> None:
@@ -106,7 +122,7 @@ def test_daily_orders_is_incremental_and_equals_a_full_recompute(
     _full_run(h, "first run")
 
     # random workloads, a range or two between runs
-    for round_ in range(4):
+    for round_ in range(2):
         for _ in range(1 + round_ % 2):
             h.next_range(steps=6)
         _incremental_run(h)
@@ -149,8 +165,6 @@ def test_daily_orders_is_incremental_and_equals_a_full_recompute(
     h.next_range(steps=6)
     table_maintenance.vacuum(spark, uri, 0)
     _full_run(h, "VACUUM")
-    h.next_range(steps=6)
-    _incremental_run(h)
 
     # a re-snapshot of the source table rebuilds the mirror: the whole mirror again
     h.next_range(steps=4)
