@@ -13,8 +13,7 @@ Its column lineage points at the mirror's columns, whose own lineage points at t
 table's: the UI follows a revenue figure back to ``[dbo].[orders].[total]``.
 """
 
-import datetime as dt
-
+import pyarrow as pa
 from dagster import (
     AssetExecutionContext,
     AssetIn,
@@ -27,13 +26,13 @@ from dagster import (
     asset,
 )
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from cdc_assets.config import ConfigError
 from cdc_assets.spark.change_feed import TableChanges
 from cdc_assets.spark.replace_rows import RowsReplaced
 from cdc_assets.spark.store_writes import FrameWrite
 
+from .daily_totals import daily_totals, day_range, recompute_changed_days
 from .sync.incremental_inputs import CHANGES, READ
 from .sync.io_manager import AssetWrite, MetadataOf
 from .sync.metadata import COLUMN_LINEAGE, asset_tags, column_lineage
@@ -56,49 +55,6 @@ DAILY_ORDERS_LINEAGE = {
 
 def daily_orders_key(source: str) -> AssetKey:
     return AssetKey(["analytics", source, "daily_orders"])
-
-
-def daily_totals(orders: DataFrame) -> DataFrame:
-    """Orders, distinct customers and revenue per day of ``orders`` (rows of the mirror)."""
-    return orders.groupBy(F.to_date("ordered_at").alias("order_date")).agg(
-        F.count("order_id").alias("orders"),
-        F.countDistinct("customer_id").alias("customers"),
-        F.sum("total").alias("revenue"),
-    )
-
-
-def changed_days(changes: DataFrame) -> list[dt.date | None]:
-    """The days the change rows touch: each row's day before and after it changed (an update's
-    pre- and post-image, a delete's, an insert's)."""
-    days = changes.select(F.to_date("ordered_at").alias("day")).distinct().collect()
-    return sorted((r["day"] for r in days), key=lambda d: (d is not None, d or dt.date.min))
-
-
-def days_predicate(days: list[dt.date | None]) -> str:
-    """Spark SQL selecting the rows of ``days`` in the aggregate (``order_date``)."""
-    dates = [d for d in days if d is not None]
-    literals = ", ".join(f"DATE'{d.isoformat()}'" for d in dates)
-    parts = [f"order_date IN ({literals})"] if dates else []
-    if len(dates) < len(days):
-        parts.append("order_date IS NULL")
-    return " OR ".join(parts)
-
-
-def orders_of_days(mirror: DataFrame, days: list[dt.date | None]) -> DataFrame:
-    """The mirror's rows of ``days``; bounded by the first and last day's timestamps too, which
-    Delta's file statistics prune on (a mirror clustered by an increasing key holds a day's
-    orders in few files)."""
-    dates = [d for d in days if d is not None]
-    day = F.to_date("ordered_at")
-    wanted = day.isin(dates) if dates else F.lit(False)
-    if len(dates) < len(days):
-        wanted = wanted | F.col("ordered_at").isNull()
-    elif dates:
-        kind = mirror.schema["ordered_at"].dataType
-        low = F.lit(dates[0].isoformat()).cast(kind)
-        high = F.lit((dates[-1] + dt.timedelta(days=1)).isoformat()).cast(kind)
-        wanted = wanted & (F.col("ordered_at") >= low) & (F.col("ordered_at") < high)
-    return mirror.where(wanted)
 
 
 def build_daily_orders(source: Source) -> AssetsDefinition | None:
@@ -130,13 +86,9 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
     def daily_orders(
         context: AssetExecutionContext, orders: TableChanges
     ) -> Output[AssetWrite | None]:
-        def summarize(written: DataFrame) -> dict[str, object]:
-            first = written.agg(F.min("order_date"), F.max("order_date"), F.count("*")).first()
-            return {
-                "days": int(first[2]),
-                "first_day": str(first[0]),
-                "last_day": str(first[1]),
-            }
+        def summarize(written: DataFrame | pa.Table) -> dict[str, object]:
+            first, last, days = day_range(written)
+            return {"days": days, "first_day": str(first), "last_day": str(last)}
 
         def metadata_of(recomputed: str) -> MetadataOf:
             def metadata(p: dict[str, object]) -> dict[str, object]:
@@ -155,15 +107,19 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
             context.log.info(f"aggregating the mirror of {table.qualified_name} by day")
             daily = daily_totals(orders.rows).orderBy("order_date").coalesce(1)
             return Output(AssetWrite(FrameWrite(daily, summarize), metadata_of("all")))
-        days = [] if orders.empty else changed_days(orders.rows)
-        if not days:
+        if orders.empty:
             context.log.info(f"no order changed since version {orders.read.after}")
             return Output(None, metadata={"days_recomputed": 0})
+        recomputed = recompute_changed_days(orders)
+        if recomputed is None:
+            context.log.info(f"no order changed since version {orders.read.after}")
+            return Output(None, metadata={"days_recomputed": 0})
+        days, rows = recomputed
+        where = "in the driver" if isinstance(rows, pa.Table) else "with Spark"
         context.log.info(
-            f"recomputing {len(days)} day(s) changed since version {orders.read.after}"
+            f"recomputed {len(days)} day(s) changed since version {orders.read.after} {where}"
         )
-        daily = daily_totals(orders_of_days(orders.table(), days)).coalesce(1)
-        write = RowsReplaced(daily, days_predicate(days), summarize)
+        write = RowsReplaced(rows, "order_date", days, summarize)
         return Output(AssetWrite(write, metadata_of(str(len(days)))))
 
     return daily_orders

@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from . import delta_log
+from . import delta_log, driver_feed_reads
 from .commit_metadata import NotPublished
 from .delta_location import delta_rs_storage_options, delta_rs_uri, is_local, local_path
 from .mirror_versions import LSN, SNAPSHOT_VERSION
@@ -93,17 +95,61 @@ class TableChanges:
     """The changes of the table at ``uri`` after version ``read.after`` up to ``read.to``, or
     (``full``) the whole table as of ``read.to`` and why (``reason``)."""
 
+    spark: SparkSession = field(repr=False, compare=False)
     uri: str
     read: FeedRead
     full: bool
     reason: str | None
-    rows: DataFrame  # the change rows (columns of the table and the feed's), or the table
     after_lsn: str | None  # the LSN version ``read.after`` had reached (hex), when known
     to_lsn: str | None  # ... and version ``read.to``
+    lsns: Mapping[int, str] = field(default_factory=dict)  # version -> the LSN it reached
+
+    @cached_property
+    def rows(self) -> DataFrame:
+        """The change rows (the table's columns and the feed's: :data:`CHANGE_TYPE`,
+        :data:`COMMIT_VERSION`, :data:`COMMIT_TIMESTAMP`, :data:`LSN_COLUMN`), or (``full``)
+        the table as of ``read.to``. Spark reads them when used (a reader that takes
+        :meth:`feed_in_driver` pays no Spark job)."""
+        if self.full:
+            return self.table()
+        if self.empty:
+            return _with_feed_columns(self.table().limit(0))
+        assert self.read.after is not None
+        feed = (
+            self.spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", self.read.after + 1)
+            .option("endingVersion", self.read.to)
+            .load(self.uri)
+        )
+        return _with_lsn(decode_from_delta(feed), self.lsns, self.read.after, self.read.to)
+
+    def feed_in_driver(self, columns: Sequence[str]) -> pa.Table | None:
+        """The change rows (``columns`` and the feed's, as :attr:`rows` has them) read in the
+        driver, no Spark job (:func:`.driver_feed_reads.feed_rows`); None for the whole table
+        or where Spark must read them."""
+        if self.full or self.read.after is None:
+            return None
+        found = driver_feed_reads.feed_rows(self.uri, self.read.after, self.read.to, columns)
+        if found is None:
+            return None
+        rows, stamps = found
+        versions = rows.column(COMMIT_VERSION).to_pylist()
+        stamp = pa.array([stamps[v] for v in versions], pa.int64()).cast(pa.timestamp("ms", "UTC"))
+        lsn = pa.array([_lsn_at(self.lsns, v) for v in versions], pa.string())
+        return rows.append_column(COMMIT_TIMESTAMP, stamp).append_column(LSN_COLUMN, lsn)
+
+    def rows_of_days_in_driver(
+        self, columns: Sequence[str], day_column: str, days: Sequence[Any]
+    ) -> pa.Table | None:
+        """The table's rows at ``read.to`` whose ``day_column`` (a timestamp) is on one of
+        ``days`` (dates; None: null), read in the driver (:func:`.driver_feed_reads.rows_of_days`);
+        None where Spark must read them."""
+        return driver_feed_reads.rows_of_days(self.uri, self.read.to, columns, day_column, days)
 
     def table(self) -> DataFrame:
         """The whole table as of ``read.to``, the version the changes end at."""
-        reader = self.rows.sparkSession.read.format("delta").option("versionAsOf", self.read.to)
+        reader = self.spark.read.format("delta").option("versionAsOf", self.read.to)
         return decode_from_delta(reader.load(self.uri))
 
     @property
@@ -144,25 +190,12 @@ def changes_since(
     to_lsn = _lsn_at(lsns, to)
     reason = _why_whole(uri, table_id, to, consumed, commits, what)
     if reason is not None:
-        whole = spark.read.format("delta").option("versionAsOf", to).load(uri)
         read = FeedRead(table_id, None, to)
-        return TableChanges(uri, read, True, reason, decode_from_delta(whole), None, to_lsn)
+        return TableChanges(spark, uri, read, True, reason, None, to_lsn, lsns)
     assert consumed is not None
-    after = consumed.to
-    read = FeedRead(table_id, after, to)
-    if after == to:
-        rows = decode_from_delta(spark.read.format("delta").option("versionAsOf", to).load(uri))
-        rows = _with_feed_columns(rows.limit(0))
-    else:
-        feed = (
-            spark.read.format("delta")
-            .option("readChangeFeed", "true")
-            .option("startingVersion", after + 1)
-            .option("endingVersion", to)
-            .load(uri)
-        )
-        rows = _with_lsn(spark, decode_from_delta(feed), lsns, after, to)
-    return TableChanges(uri, read, False, None, rows, _lsn_at(lsns, after), to_lsn)
+    read = FeedRead(table_id, consumed.to, to)
+    after_lsn = _lsn_at(lsns, consumed.to)
+    return TableChanges(spark, uri, read, False, None, after_lsn, to_lsn, lsns)
 
 
 def _why_whole(
@@ -286,9 +319,7 @@ def _lsn_at(lsns: Mapping[int, str], version: int | None) -> str | None:
     return _newest_at(lsns, version)
 
 
-def _with_lsn(
-    spark: SparkSession, feed: DataFrame, lsns: Mapping[int, str], after: int, to: int
-) -> DataFrame:
+def _with_lsn(feed: DataFrame, lsns: Mapping[int, str], after: int, to: int) -> DataFrame:
     """The feed with :data:`LSN_COLUMN`: the LSN each row's version reached."""
     pairs = [(v, _lsn_at(lsns, v)) for v in range(after + 1, to + 1)]
     mapping = F.create_map(*[F.lit(x) for pair in pairs for x in pair]) if pairs else None

@@ -26,7 +26,7 @@ from cdc_assets.dagster.examples import daily_orders_key
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.sync.incremental_inputs import CONSUMED
 from cdc_assets.dagster.sync.names import RESNAPSHOT_TAG, SNAPSHOT_PARTITION
-from cdc_assets.spark import replace_rows, table_maintenance
+from cdc_assets.spark import driver_feed_reads, replace_rows, table_maintenance
 from cdc_assets.spark.change_feed import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
@@ -100,13 +100,18 @@ def _full_run(h: SyncHarness, why: str) -> None:
     _assert_equals_full_recompute(h)
 
 
-def _incremental_run(h: SyncHarness) -> FeedRead:
+def _incremental_run(h: SyncHarness, where: str = "in the driver") -> FeedRead:
+    """A run that reads the changes since the last one's; the days they touch recomputed
+    ``where`` ("in the driver", "with Spark") when there were any."""
     before = _consumed(h)
     result = _run_daily(h)
     assert_succeeded(result)
     read = _consumed(h)
     assert read.after == before.to, (before, read)
     assert any("reading the changes of versions" in line for line in _log_lines(h, result))
+    lines = [e.user_message for e in h.instance.all_logs(result.run_id)]
+    recomputed = [line for line in lines if line.startswith("recomputed")]
+    assert all(where in line for line in recomputed), recomputed
     _assert_equals_full_recompute(h)
     return read
 
@@ -126,6 +131,11 @@ def test_daily_orders_is_incremental_and_equals_a_full_recompute(
         for _ in range(1 + round_ % 2):
             h.next_range(steps=6)
         _incremental_run(h)
+    # the same with Spark's reads (a store or changes the driver does not read)
+    with monkeypatch.context() as spark_reads:
+        spark_reads.setattr(driver_feed_reads, "DRIVER_FEED_BYTES", 0)
+        h.next_range(steps=6)
+        _incremental_run(h, "with Spark")
 
     # the feed itself: an update's pre- and post-image with the LSN its version reached
     order_id = h.mirror(orders).orderBy("order_id").first()["order_id"]
