@@ -38,9 +38,11 @@ READ = "cdc_assets/read"  # input metadata: how to read the upstream asset
 CHANGES = "changes"  # ... its changes since the version last consumed
 CONSUMED = "cdc_assets/consumed"  # output metadata: per upstream asset, the versions consumed
 
-# what each step in this process consumed, until its outputs are handled: (run, step) -> key -> read
+# what each step in this process consumed, for its outputs: (run, step) -> key -> read; the
+# oldest steps are let go past STEPS_KEPT (a warm run worker serves run after run)
 _consumed: dict[tuple[str, str], dict[str, FeedRead]] = {}
 _lock = threading.Lock()
+STEPS_KEPT = 256
 
 
 def reads_changes(context: InputContext) -> bool:
@@ -69,6 +71,8 @@ def load_changes(context: InputContext, spark: SparkSession, store: AssetStore) 
     step = context.step_context
     with _lock:
         _consumed.setdefault((step.run_id, step.step.key), {})[name] = changes.read
+        while len(_consumed) > STEPS_KEPT:
+            del _consumed[next(iter(_consumed))]
     return changes
 
 
@@ -80,12 +84,6 @@ def consumed_metadata(context: OutputContext) -> dict[str, Any]:
     if not found:
         return {}
     return {CONSUMED: MetadataValue.json({k: r.as_metadata() for k, r in sorted(found.items())})}
-
-
-def forget_step(context: OutputContext) -> None:
-    """Drop what the step consumed (its last output handled)."""
-    with _lock:
-        _consumed.pop((context.run_id, context.step_key), None)
 
 
 def _last_consumed(context: InputContext, upstream: AssetKey) -> FeedRead | None:
