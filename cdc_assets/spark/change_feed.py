@@ -245,8 +245,9 @@ def _why_whole(
                 f"a VACUUM may have deleted the files of version {version} of the {what} "
                 f"(version {after} consumed)"
             )
+        # a mirror is rebuilt from each new snapshot (a history takes it by a MERGE: a feed)
         rebuilt_from = commit.user_metadata.get(SNAPSHOT_VERSION)
-        if snapshot is not None and rebuilt_from is not None and rebuilt_from != snapshot:
+        if what == "mirror" and snapshot is not None and rebuilt_from not in (None, snapshot):
             return f"the {what} was rebuilt from a new snapshot at version {version}"
     return None
 

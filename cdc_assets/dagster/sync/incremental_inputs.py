@@ -13,13 +13,15 @@ version; or, on a first run, after a re-snapshot rebuilt the table, or when the 
 vacuumed or left the log, the whole table as of the current version (``full``; the reason is
 said in one line of the run's log).
 
-Where it last stopped is the downstream asset's own record: the IO manager writes the versions
-each run consumed into the materialization it records for the step's outputs
-(``cdc_assets/consumed``), and the next run starts after them. A run that fails, or whose output
-is not recorded, leaves that record as it was: its re-execution reads the same changes again
-(and more, if the table moved since), so an asset that recomputes what the changes touch from
-the table at the version read (``TableChanges.to_version`` is pinned) puts each change into its
-result exactly once.
+The downstream asset is unpartitioned (its latest materialization is its record). A change log
+is not read this way: its range partitions are its changes already (a downstream asset depends
+on them through a partition mapping). Where it last stopped is the downstream asset's own
+record: the IO manager writes the versions each run consumed into the materialization it
+records for the step's outputs (``cdc_assets/consumed``), and the next run starts after them. A
+run that fails, or whose output is not recorded, leaves that record as it was: its re-execution
+reads the same changes again (and more, if the table moved since), so an asset that recomputes
+what the changes touch from the table at the version read (``TableChanges.table()``, pinned to
+``read.to``) puts each change into its result exactly once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from dagster import AssetKey, InputContext, MetadataValue, OutputContext
+from dagster import AssetKey, Failure, InputContext, MetadataValue, OutputContext
 from pyspark.sql import SparkSession
 
 from cdc_assets.spark.asset_store import AssetStore
@@ -54,8 +56,14 @@ def load_changes(context: InputContext, spark: SparkSession, store: AssetStore) 
     """The upstream table's changes since the version the step's assets consumed last (their
     latest materialization's :data:`CONSUMED`), kept for :func:`consumed_metadata`."""
     upstream = context.asset_key
+    if upstream.path[0] not in ("mirror", "history"):
+        raise Failure(
+            f"{upstream.to_user_string()}: '{READ}: {CHANGES}' reads the changes of a mirror or "
+            "a history; a change log's range partitions are its changes already: depend on its "
+            "partitions instead (a partition mapping), without this input metadata"
+        )
     last = _last_consumed(context, upstream)
-    what = {"mirror": "mirror", "history": "history"}.get(upstream.path[0], "table")
+    what = upstream.path[0]
     uri = store.location(upstream.path)
     changes = changes_since(spark, uri, last, what=what)
     name = upstream.to_user_string()
