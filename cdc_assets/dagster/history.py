@@ -47,6 +47,7 @@ from .sync.partitions import parse_partition
 from .sync.range_order import wait_for_earlier_ranges
 from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync
+from .sync.table_names import register_table
 from .sync.table_pool import LogLine, pooled_events
 from .sync.table_steps import after_change_logs, current_table_out, step_name, table_groups
 
@@ -299,6 +300,8 @@ def _history_step(
         published = (
             write_output(spark, source.store, key.path, None, write) if write is not None else None
         )
+        if done.get("rebased_on_snapshot") and published is not None:
+            yield from register_table(spark, source, key)  # its columns may have changed
         if done.get("rebased_on_snapshot"):
             # its 'snapshot' partition shows as materialized (as a mirror's does), logged
             # before the range's output, so the latest materialization is the range's
