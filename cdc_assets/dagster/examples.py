@@ -134,19 +134,39 @@ def examples_sensor(examples: list[AssetsDefinition]) -> AutomationConditionSens
         default_status=DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=15,
         description="Materializes the example assets built on the mirrors when their "
-        "automation conditions say so (daily_orders: once a minute after its mirror moved).",
+        "automation conditions say so (daily_orders and the dbt models: once a minute after "
+        "their mirrors moved).",
     )
 
 
-def build_examples(names: tuple[str, ...], sources: list[Source]) -> list[AssetsDefinition]:
-    """The configured examples for every source that has the tables they need."""
+def build_examples(
+    names: tuple[str, ...], sources: list[Source], spark_remote: str | None = None
+) -> list[AssetsDefinition]:
+    """The configured examples for every source that has the tables they need (the dbt
+    project's models for the first such source: one dbt project writes one set of tables)."""
     built: list[AssetsDefinition] = []
+    listed = ", ".join(s.config.name for s in sources)
     if "daily_orders" in names:
         built.extend(a for s in sources if (a := build_daily_orders(s)) is not None)
         if not built:
             raise ConfigError(
                 "examples: daily_orders aggregates a captured table dbo.orders, and no "
-                f"source ({', '.join(s.config.name for s in sources)}) has one; remove it from "
-                "'examples' or capture dbo.orders"
+                f"source ({listed}) has one; remove it from 'examples' or capture dbo.orders"
             )
+    if "dbt" in names:
+        from .dbt_models import build_dbt_models, has_tables  # dagster-dbt only when asked
+
+        source = next((s for s in sources if has_tables(s)), None)
+        if source is None:
+            raise ConfigError(
+                "examples: dbt models dbo.orders, dbo.[order lines] and dbo.customers, and no "
+                f"source ({listed}) captures all three; remove it from 'examples'"
+            )
+        if spark_remote is None:
+            raise ConfigError(
+                "examples: dbt runs its models on the Spark Connect server the runs attach to "
+                "(dbt-spark's session method, where the mirrors are registered by name): set "
+                "spark.remote, or remove dbt from 'examples'"
+            )
+        built.append(build_dbt_models(source, spark_remote, DAILY_ORDERS_CRON))
     return built
