@@ -16,7 +16,6 @@ is missing or older than a file of the project: at install time (``scripts/setup
 the first load after a change.
 """
 
-
 import json
 import os
 import sys
