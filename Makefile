@@ -54,6 +54,7 @@ bench: setup
 	$(PY) benchmarks/snapshot_resume.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/change_range.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/mirror_merge.py $(if $(QUICK),--quick)
+	$(PY) benchmarks/incremental_daily_orders.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/history_range.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/sensor_tick.py $(if $(QUICK),--quick)
 	$(PY) benchmarks/quiet_range.py $(if $(QUICK),--quick)

@@ -322,6 +322,26 @@ class MaintenancePolicy(_Model):
         return None if value is None else _duration(value)
 
 
+class CatalogConfig(_Model):
+    """Where a source's change logs, mirrors and histories are registered by name (Spark SQL,
+    dbt): ``<name>.<database>.<schema>_<table>_{changes,mirror,history}``."""
+
+    enabled: bool = Field(
+        default=True, description="Register the tables by name (false: by path only)."
+    )
+    name: str = Field(
+        default="spark_catalog",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The Spark catalog: spark_catalog (the session catalog, persistent under a "
+        "Spark Connect server) or one the Spark settings configure (spark.sql.catalog.<name>).",
+    )
+    database: str | None = Field(
+        default=None,
+        pattern=r"^[a-z_][a-z0-9_]*$",
+        description="The database (namespace) of the source's tables; default cdc_<source>.",
+    )
+
+
 class SourceConfig(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")
     connection: ConnectionConfig
@@ -335,6 +355,7 @@ class SourceConfig(_Model):
         "see cdc_assets/column_rules.py.",
     )
     history: HistoryConfig = HistoryConfig()  # tables with a history asset (SCD type 2)
+    catalog: CatalogConfig = CatalogConfig()  # the tables by name (spark/table_names.py)
     owners: tuple[str, ...] = Field(
         default=(),
         description="Shown as the owners of every asset of the source: e-mail addresses or "
@@ -391,10 +412,11 @@ class ProjectConfig(_Model):
     sources: tuple[SourceConfig, ...]
     storage: StorageConfig
     spark: SparkConfig = SparkConfig()
-    examples: tuple[Literal["daily_orders"], ...] = Field(
+    examples: tuple[Literal["daily_orders", "dbt"], ...] = Field(
         default=(),
         description="Example assets built on the mirrors (the demo's): daily_orders, a daily "
-        "aggregate of dbo.orders written with Spark.",
+        "aggregate of dbo.orders written with Spark; dbt, a dbt project's models on the "
+        "mirrors of orders, order lines and customers (needs spark.remote).",
     )
 
     @field_validator("sources")
@@ -427,10 +449,11 @@ class SourceComponentConfig(SourceConfig):
     spark: SparkConfig = Field(
         default=SparkConfig(), description="The Spark the runs read, write and merge with."
     )
-    examples: tuple[Literal["daily_orders"], ...] = Field(
+    examples: tuple[Literal["daily_orders", "dbt"], ...] = Field(
         default=(),
         description="Example assets built on this source's mirrors (the demo's): daily_orders, "
-        "a daily aggregate of dbo.orders written with Spark.",
+        "a daily aggregate of dbo.orders written with Spark; dbt, a dbt project's models on "
+        "the mirrors of orders, order lines and customers (needs spark.remote).",
     )
 
     def project(self) -> ProjectConfig:

@@ -86,6 +86,7 @@ from .sync.snapshot_resume import Progress
 from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync
 from .sync.table_failures import cleared, record_failures
+from .sync.table_names import drop_gone_tables, register_table
 from .sync.table_pool import LogLine, ThreadConnections, collect, run_tables
 from .sync.table_steps import records_quiet_tables, step_name, table_groups
 
@@ -226,6 +227,8 @@ def _change_log_step(
                 yield source_event
             path = table.change_log_key.path
             published = write_output(spark, source.store, path, context.partition_key, output.write)
+            if lsn_range is None:  # created, or its columns may have changed: by name
+                yield from register_table(spark, source, table.change_log_key, change_log=True)
             yield Output(
                 Written(published, output.metadata),
                 output_name=table.change_log_key.to_python_identifier(),
@@ -306,6 +309,7 @@ def _change_log_step(
                     yield result
             if lsn_range is None:
                 _record_snapshots(context, spark, source, written, failed_tables)
+                drop_gone_tables(spark, source, context.log.info)
             else:
                 # the assets of the whole run (its job's subset), not only this step's
                 run_keys = context.job_def.asset_layer.selected_asset_keys

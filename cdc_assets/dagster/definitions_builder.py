@@ -152,7 +152,11 @@ def build_definitions(
         sources = [load_source(s, config.storage.base_path) for s in config.sources]
     if resources is None:
         resources = shared_resources(config)
-    examples = build_examples(config.examples, sources)
+    examples = build_examples(config.examples, sources, remote_url(config.spark.remote))
+    if "dbt" in config.examples:
+        from .dbt_models import RESOURCE, dbt_resource
+
+        resources = {RESOURCE: dbt_resource(), **resources}
     return Definitions.merge(
         *(source_definitions(s) for s in sources),
         Definitions(

@@ -1,15 +1,21 @@
 """Example assets built on the mirrors, as a user of cdc_assets writes them (``examples`` in the
 config; the demo turns on ``daily_orders``).
 
-``analytics/<source>/daily_orders`` reads the current mirror of ``dbo.orders`` through the IO
-manager (a mirror input is its current state, whatever partition the mirror was last moved by)
-and writes a daily aggregate with Spark. Its column lineage points at the mirror's columns, whose
-own lineage points at the SQL Server table's: the UI follows a revenue figure back to
-``[dbo].[orders].[total]``.
+``analytics/<source>/daily_orders`` is a daily aggregate of the mirror of ``dbo.orders``,
+kept incrementally: its input reads the mirror's changes since the version its last run consumed
+(``cdc_assets/read: changes``, :mod:`.sync.incremental_inputs`), and a run recomputes only the
+days those changes touch (the day of each row before and after it changed), from the mirror as of
+the version the changes end at, and replaces those days' rows (Delta's ``replaceWhere``). A first
+run, or one after a re-snapshot rebuilt the mirror or after the versions it needs were vacuumed,
+aggregates the whole mirror. Recomputing a day from the mirror (rather than adding the changes to
+it) is what makes a re-executed run exact: the same day recomputed twice is the same day.
+Its column lineage points at the mirror's columns, whose own lineage points at the SQL Server
+table's: the UI follows a revenue figure back to ``[dbo].[orders].[total]``.
 """
 
 import logging
 
+import pyarrow as pa
 from dagster import (
     AssetExecutionContext,
     AssetIn,
@@ -22,12 +28,15 @@ from dagster import (
     asset,
 )
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from cdc_assets.config import ConfigError
+from cdc_assets.spark.change_feed import TableChanges
+from cdc_assets.spark.replace_rows import RowsReplaced
 from cdc_assets.spark.store_writes import FrameWrite
 
-from .sync.io_manager import AssetWrite
+from .daily_totals import daily_totals, day_range, recompute_changed_days
+from .sync.incremental_inputs import CHANGES, READ
+from .sync.io_manager import AssetWrite, MetadataOf
 from .sync.metadata import COLUMN_LINEAGE, asset_tags, column_lineage
 from .sync.names import IO_MANAGER
 from .sync.source import Source
@@ -63,7 +72,7 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
 
     @asset(
         key=daily_orders_key(source.name),
-        ins={"orders": AssetIn(table.mirror_key)},
+        ins={"orders": AssetIn(table.mirror_key, metadata={READ: CHANGES})},
         io_manager_key=IO_MANAGER,
         group_name="analytics",
         kinds={"spark", "delta"},
@@ -73,40 +82,49 @@ def build_daily_orders(source: Source) -> AssetsDefinition | None:
         f"{table.qualified_name}): number of orders, distinct customers and revenue (sum of "
         "total). An example of a downstream asset: it follows the mirror once a minute (its "
         f"automation condition, evaluated by the {EXAMPLES_SENSOR} sensor), and you can "
-        "materialize it whenever you want the aggregate as of the mirror's current LSN.",
+        "materialize it whenever you want the aggregate as of the mirror's current LSN. "
+        "Incremental: each run reads the mirror's changes since the version the last one "
+        "consumed and recomputes only the days they touch.",
         automation_condition=AutomationCondition.on_cron(DAILY_ORDERS_CRON),
     )
-    def daily_orders(context: AssetExecutionContext, orders: DataFrame) -> Output[AssetWrite]:
-        daily = (
-            orders.groupBy(F.to_date("ordered_at").alias("order_date"))
-            .agg(
-                F.count("order_id").alias("orders"),
-                F.countDistinct("customer_id").alias("customers"),
-                F.sum("total").alias("revenue"),
-            )
-            .orderBy("order_date")
-            .coalesce(1)
+    def daily_orders(
+        context: AssetExecutionContext, orders: TableChanges
+    ) -> Output[AssetWrite | None]:
+        def summarize(written: DataFrame | pa.Table) -> dict[str, object]:
+            first, last, days = day_range(written)
+            return {"days": days, "first_day": str(first), "last_day": str(last)}
+
+        def metadata_of(recomputed: str) -> MetadataOf:
+            def metadata(p: dict[str, object]) -> dict[str, object]:
+                return {
+                    "dagster/row_count": p["days"],
+                    "days": f"{p['first_day']} .. {p['last_day']}",
+                    "days_recomputed": recomputed,
+                    COLUMN_LINEAGE: column_lineage(
+                        list(DAILY_ORDERS_LINEAGE), table.mirror_key, DAILY_ORDERS_LINEAGE
+                    ),
+                }
+
+            return metadata
+
+        if orders.full:
+            context.log.info(f"aggregating the mirror of {table.qualified_name} by day")
+            daily = daily_totals(orders.rows).orderBy("order_date").coalesce(1)
+            return Output(AssetWrite(FrameWrite(daily, summarize), metadata_of("all")))
+        if orders.empty:
+            context.log.info(f"no order changed since version {orders.read.after}")
+            return Output(None, metadata={"days_recomputed": 0})
+        recomputed = recompute_changed_days(orders)
+        if recomputed is None:
+            context.log.info(f"no order changed since version {orders.read.after}")
+            return Output(None, metadata={"days_recomputed": 0})
+        days, rows = recomputed
+        where = "in the driver" if isinstance(rows, pa.Table) else "with Spark"
+        context.log.info(
+            f"recomputed {len(days)} day(s) changed since version {orders.read.after} {where}"
         )
-
-        def summarize(written: DataFrame) -> dict[str, object]:
-            first = written.agg(F.min("order_date"), F.max("order_date"), F.count("*")).first()
-            return {
-                "days": int(first[2]),
-                "first_day": str(first[0]),
-                "last_day": str(first[1]),
-            }
-
-        def metadata(p: dict[str, object]) -> dict[str, object]:
-            return {
-                "dagster/row_count": p["days"],
-                "days": f"{p['first_day']} .. {p['last_day']}",
-                COLUMN_LINEAGE: column_lineage(
-                    list(DAILY_ORDERS_LINEAGE), table.mirror_key, DAILY_ORDERS_LINEAGE
-                ),
-            }
-
-        context.log.info(f"aggregating the mirror of {table.qualified_name} by day")
-        return Output(AssetWrite(FrameWrite(daily, summarize), metadata))
+        write = RowsReplaced(rows, "order_date", days, summarize)
+        return Output(AssetWrite(write, metadata_of(str(len(days)))))
 
     return daily_orders
 
@@ -120,7 +138,8 @@ def examples_sensor(examples: list[AssetsDefinition]) -> AutomationConditionSens
         default_status=DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=15,
         description="Materializes the example assets built on the mirrors when their "
-        "automation conditions say so (daily_orders: once a minute after its mirror moved).",
+        "automation conditions say so (daily_orders and the dbt models: once a minute after "
+        "their mirrors moved).",
     )
 
 
@@ -128,9 +147,13 @@ def _lower(table: tuple[str, str]) -> tuple[str, str]:
     return (table[0].lower(), table[1].lower())
 
 
-def build_examples(names: tuple[str, ...], sources: list[Source]) -> list[AssetsDefinition]:
-    """The configured examples for every source that has the tables they need."""
+def build_examples(
+    names: tuple[str, ...], sources: list[Source], spark_remote: str | None = None
+) -> list[AssetsDefinition]:
+    """The configured examples for every source that has the tables they need (the dbt
+    project's models for the first such source: one dbt project writes one set of tables)."""
     built: list[AssetsDefinition] = []
+    listed = ", ".join(s.config.name for s in sources)
     if "daily_orders" in names:
         built.extend(a for s in sources if (a := build_daily_orders(s)) is not None)
         waiting = [s.name for s in sources if ORDERS in {_lower(t) for t in s.unscanned}]
@@ -143,7 +166,22 @@ def build_examples(names: tuple[str, ...], sources: list[Source]) -> list[Assets
         elif not built:
             raise ConfigError(
                 "examples: daily_orders aggregates a captured table dbo.orders, and no "
-                f"source ({', '.join(s.config.name for s in sources)}) has one; remove it from "
-                "'examples' or capture dbo.orders"
+                f"source ({listed}) has one; remove it from 'examples' or capture dbo.orders"
             )
+    if "dbt" in names:
+        from .dbt_models import build_dbt_models, has_tables  # dagster-dbt only when asked
+
+        source = next((s for s in sources if has_tables(s)), None)
+        if source is None:
+            raise ConfigError(
+                "examples: dbt models dbo.orders, dbo.[order lines] and dbo.customers, and no "
+                f"source ({listed}) captures all three; remove it from 'examples'"
+            )
+        if spark_remote is None:
+            raise ConfigError(
+                "examples: dbt runs its models on the Spark Connect server the runs attach to "
+                "(dbt-spark's session method, where the mirrors are registered by name): set "
+                "spark.remote, or remove dbt from 'examples'"
+            )
+        built.append(build_dbt_models(source, spark_remote, DAILY_ORDERS_CRON))
     return built

@@ -53,6 +53,7 @@ from .sync.range_order import wait_for_earlier_ranges
 from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync, TableSync
 from .sync.table_failures import cleared, record_failures
+from .sync.table_names import register_table
 from .sync.table_pool import LogLine, pooled_events
 from .sync.table_steps import after_change_logs, current_table_out, step_name, table_groups
 
@@ -166,6 +167,8 @@ def _history_step(
         updates[table] = cleared(
             plan.row(sync[table], rows if isinstance(rows, int) else None), history=True
         )
+        if plan.done.get("rebased_on_snapshot") and published is not None:
+            yield from register_table(spark, source, key)  # its columns may have changed
         if plan.done.get("rebased_on_snapshot"):
             # its 'snapshot' partition shows as materialized (as a mirror's does), logged
             # before the range's output, so the latest materialization is the range's

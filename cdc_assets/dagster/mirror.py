@@ -56,6 +56,7 @@ from .sync.range_order import wait_for_earlier_ranges
 from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync, TableSync, describes, mirror_at, now, with_mirror
 from .sync.table_failures import cleared, record_failures
+from .sync.table_names import register_table
 from .sync.table_pool import LogLine, pooled_events
 from .sync.table_steps import after_change_logs, current_table_out, step_name, table_groups
 
@@ -383,6 +384,8 @@ def _mirror_step(
         else:  # quiet ranges only: the same commit, a new position
             row = replace(row, mirror_at=lsn_range.hi, reported_at=now())
         updates[table] = cleared(row)
+        if from_snapshot and published.committed:  # (re)built: its columns may have changed
+            yield from register_table(spark, source, key)
         if from_snapshot and snapshot is not None:
             # The mirror holds its table's snapshot from now on: its 'snapshot' partition
             # shows as materialized, not as missing for ever. Logged before the range's

@@ -8,7 +8,9 @@ but no start script, so it is started as::
     spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer spark-internal
 
 with the project's session settings (:func:`.session.session_conf`: the defaults, Delta Lake's
-jars and extension, and ``spark.conf`` of the config) and bound to 127.0.0.1 unless told
+jars and extension, and ``spark.conf`` of the config), a persistent session catalog (a Hive
+metastore beside a local storage base, :mod:`.table_names`: the server is the one process that
+opens it) and bound to 127.0.0.1 unless told
 otherwise (it would listen on every interface). The Python data source runs in the server's
 Python workers, so the server must run with the project's interpreter (``PYSPARK_PYTHON``, set
 here to this one unless set).
@@ -32,6 +34,7 @@ from cdc_assets.process_group import die_with_parent, port_free
 from cdc_assets.spark_connect_address import SPARK_CONNECT_PORT, spark_connect_address
 
 from .session import remote_url, session_conf, use_this_python_for_workers
+from .table_names import metastore_folder, metastore_settings
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = SPARK_CONNECT_PORT
@@ -51,11 +54,14 @@ def server_command(
     master: str = "local[*]",
     conf: Mapping[str, str] | None = None,
     storage_path: str | None = None,
+    metastore: Path | None = None,
 ) -> list[str]:
-    """The ``spark-submit`` command line of a Connect server on ``host:port``."""
+    """The ``spark-submit`` command line of a Connect server on ``host:port``; ``metastore``:
+    the folder of its persistent session catalog (:func:`.table_names.metastore_settings`;
+    the settings in ``conf`` win)."""
     settings = {
         "spark.log.level": "WARN",  # not INFO lines for every client request in its log
-        **session_conf(conf, storage_path=storage_path),
+        **with_metastore(session_conf(conf, storage_path=storage_path), metastore),
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
     }
@@ -64,6 +70,20 @@ def server_command(
     for key, value in settings.items():
         argv += ["--conf", f"{key}={value}"]
     return [*argv, "spark-internal"]
+
+
+def with_metastore(settings: dict[str, str], metastore: Path | None) -> dict[str, str]:
+    """``settings`` with a persistent session catalog in ``metastore`` where they set none."""
+    if metastore is None:
+        return settings
+    metastore.mkdir(parents=True, exist_ok=True)  # Derby's home (its log) must exist
+    merged = dict(settings)
+    for key, value in metastore_settings(metastore).items():
+        if key == "spark.driver.extraJavaOptions" and merged.get(key):
+            merged[key] = f"{merged[key]} {value}"
+        else:
+            merged.setdefault(key, value)
+    return merged
 
 
 def wait_until_listening(host: str, port: int, *, timeout_s: float = 120.0) -> None:
@@ -89,6 +109,7 @@ def start(
     master: str = "local[*]",
     conf: Mapping[str, str] | None = None,
     storage_path: str | None = None,
+    metastore: Path | None = None,
     log: Path | None = None,
     timeout_s: float = 120.0,
 ) -> subprocess.Popen[bytes]:
@@ -97,7 +118,14 @@ def start(
     use_this_python_for_workers()
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     process = subprocess.Popen(
-        server_command(port=port, host=host, master=master, conf=conf, storage_path=storage_path),
+        server_command(
+            port=port,
+            host=host,
+            master=master,
+            conf=conf,
+            storage_path=storage_path,
+            metastore=metastore,
+        ),
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -182,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         master=config.spark.master,
         conf=config.spark.conf,
         storage_path=str(config.storage.base_path),
+        # the session catalog the runs register the tables in, kept beside them
+        metastore=metastore_folder(str(config.storage.base_path)),
     )
     sys.stdout.flush()
     os.execv(command[0], command)  # the server replaces this process: a signal reaches the JVM

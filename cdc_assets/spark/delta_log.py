@@ -67,16 +67,17 @@ def commit_file(table: Path, version: int) -> Path:
     return log_folder(table) / f"{version:020d}.json"
 
 
-def read(table: Path, *, tombstones: bool = False) -> TableLog | None:
-    """The table's current state, None when this module cannot read its log (a multi-part or V2
-    checkpoint, a log that does not start where it should). ``tombstones``: with the files
-    removed (those the checkpoint keeps, and every remove after it)."""
+def read(table: Path, until: int | None = None, *, tombstones: bool = False) -> TableLog | None:
+    """The table's current state (at version ``until`` when given), None when this module
+    cannot read its log (a multi-part or V2 checkpoint, a log that does not start where it
+    should, a checkpoint newer than ``until``). ``tombstones``: with the files removed (those
+    the checkpoint keeps, and every remove after it)."""
     start = _checkpoint(table, tombstones)
-    if start is None:
+    if start is None or (until is not None and start.version > until):
         return None
     state = start
     version = state.version + 1
-    while True:
+    while until is None or version <= until:
         try:
             text = commit_file(table, version).read_text()
         except FileNotFoundError:

@@ -30,20 +30,26 @@ def _run_client(
     """Start a server, run ``runner`` (a client module) in a process of its own with ``args``
     and the server's URL, stop the server; the runner's ``RESULT`` line, and the server."""
     with connect_server_for(tmp_path) as server:
-        done = subprocess.run(
-            [sys.executable, "-m", runner.__name__, *args, server.url],
-            cwd=ROOT,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        return run_client(server, runner, *args), server
+
+
+def run_client(server: ConnectServer, runner: ModuleType, *args: str) -> dict[str, Any]:
+    """Run ``runner`` in a process of its own with ``args`` and ``server``'s URL; its
+    ``RESULT`` line."""
+    done = subprocess.run(
+        [sys.executable, "-m", runner.__name__, *args, server.url],
+        cwd=ROOT,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     lines = [x for x in done.stdout.splitlines() if x.startswith(runner.RESULT_PREFIX)]
     assert done.returncode == 0 and lines, (
         f"runner failed ({done.returncode}):\n{done.stderr[-3000:]}\n--- server log:\n"
         f"{server.log_tail()}"
     )
-    return json.loads(lines[-1][len(runner.RESULT_PREFIX) :]), server
+    return json.loads(lines[-1][len(runner.RESULT_PREFIX) :])
 
 
 def test_snapshot_and_ranges_through_a_spark_connect_server(tmp_path: Path) -> None:

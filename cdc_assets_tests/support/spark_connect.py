@@ -25,15 +25,23 @@ class ConnectServer:
 
 
 @contextmanager
-def connect_server_for(tmp: Path, *, memory: str = "768m") -> Iterator[ConnectServer]:
+def connect_server_for(
+    tmp: Path, *, memory: str = "768m", metastore: Path | None = None
+) -> Iterator[ConnectServer]:
     """A server on a free loopback port (local[2], a driver JVM that starts fast), its log in
-    ``tmp/connect-server.log``; stopped with its process group on exit."""
+    ``tmp/connect-server.log``; stopped with its process group on exit. ``metastore``: its
+    persistent session catalog's folder (else an in-memory one, its warehouse in ``tmp``)."""
     port = free_port()
     log = tmp / "connect-server.log"
     process = connect_server.start(
         port=port,
         master="local[2]",
-        conf={"spark.driver.extraJavaOptions": FAST_JVM, "spark.driver.memory": memory},
+        conf={
+            "spark.driver.extraJavaOptions": FAST_JVM,
+            "spark.driver.memory": memory,
+            "spark.sql.warehouse.dir": str(tmp / "spark-warehouse"),
+        },
+        metastore=metastore,
         log=log,
         timeout_s=180,
     )

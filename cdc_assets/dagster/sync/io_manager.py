@@ -12,7 +12,9 @@ manager records without writing again. Assets whose definition metadata sets
 moves the same current state forward.
 
 Loading gives the current version; a partitioned upstream gives the requested partitions (one
-read for several); ``cdc_assets/delta_version`` in the input's metadata pins a Delta version.
+read for several); ``cdc_assets/delta_version`` in the input's metadata pins a Delta version;
+``cdc_assets/read: changes`` gives a mirror's or a history's changes since the version the
+asset consumed last (:mod:`.incremental_inputs`), recorded with the step's outputs.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import DataFrame, SparkSession
 
 from cdc_assets.spark.asset_store import AssetStore
+from cdc_assets.spark.change_feed import TableChanges
 from cdc_assets.spark.commit_metadata import Published
 from cdc_assets.spark.compaction import compact_after_commit
 from cdc_assets.spark.partition_rows import Properties
 from cdc_assets.spark.sqlserver_source import unwrap_source_error
 from cdc_assets.spark.store_writes import FrameWrite, StoreWrite
+
+from .incremental_inputs import consumed_metadata, load_changes, reads_changes
 
 LAYOUT = "cdc_assets/layout"
 CURRENT_LAYOUT = "current"
@@ -172,8 +177,11 @@ class SparkDeltaIOManager(ConfigurableIOManager):
     def handle_output(
         self, context: OutputContext, obj: DataFrame | AssetWrite | Written | None
     ) -> None:
+        consumed = consumed_metadata(context)
         if obj is None:
             context.log.info(f"{context.asset_key.to_user_string()}: nothing new to store")
+            if consumed:
+                context.add_output_metadata(consumed)
             return
         if isinstance(obj, Written):
             published, metadata = obj.published, obj.metadata
@@ -194,11 +202,14 @@ class SparkDeltaIOManager(ConfigurableIOManager):
                 **({COLUMN_SCHEMA: schema} if schema is not None else {}),
                 **delta_metadata(published),
                 **metadata(published.properties),
+                **consumed,
             }
         )
 
-    def load_input(self, context: InputContext) -> DataFrame:
+    def load_input(self, context: InputContext) -> DataFrame | TableChanges:
         spark = self.pyspark.spark_session
+        if reads_changes(context):
+            return load_changes(context, spark, self.store)
         upstream = context.upstream_output
         metadata = (upstream.definition_metadata if upstream is not None else None) or {}
         version = (context.definition_metadata or {}).get(DELTA_VERSION)
