@@ -169,15 +169,19 @@ def test_make_bench_installs_nothing_and_its_scripts_import(tmp_path: Path) -> N
     pip resolved together at setup: the recipe runs the benchmarks and nothing else, and every
     script imports with the venv's packages (its Spark Connect probe finds them there)."""
     clone = fresh_copy(tmp_path / "clone")
-    dry = _run(["make", "-n", "bench", "QUICK=1"], clone)
+    # (--no-print-directory: under `make test` a nested make says where it enters)
+    dry = _run(["make", "--no-print-directory", "-n", "bench", "QUICK=1"], clone)
     assert dry.returncode == 0, dry.stderr
     lines = dry.stdout.splitlines()
     scripts = [re.fullmatch(r"\.venv/bin/python benchmarks/(\w+)\.py .*", line) for line in lines]
     assert all(scripts), lines  # no pip install, no other step
     assert all(re.search(r" (--quick|--rows 20000)( |$)", line) for line in lines), lines
     ran = {m.group(1) for m in scripts if m is not None}
+    # the soak runs alone (make soak-bench): longer than all of bench
+    soak = _run(["make", "--no-print-directory", "-n", "soak-bench", "QUICK=1"], clone)
+    assert soak.stdout.strip() == ".venv/bin/python benchmarks/soak.py --quick", soak.stdout
     mains = {p.stem for p in (clone / "benchmarks").glob("*.py") if "__main__" in p.read_text()}
-    assert ran == mains, ran  # every benchmark script
+    assert ran | {"soak"} == mains, ran  # every benchmark script
     probe = (
         "import importlib, sys\n"
         "for name in sys.argv[1:]:\n"

@@ -78,10 +78,10 @@ def add_project_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 def _cmd_check(args: argparse.Namespace, out: IO[str]) -> int:
     """The code location's load, without Dagster's processes: one line either way."""
     from cdc_assets.config import config_path
-    from cdc_assets.dagster.code_location import CodeLocationError, load_definitions
+    from cdc_assets.dagster.code_location import CodeLocationError, check_definitions
 
     try:
-        _defs, sources, components = load_definitions(args.config)
+        _defs, sources, components = check_definitions(args.config)
     except CodeLocationError as exc:
         raise UsageError(str(exc)) from None
     found = "; ".join(

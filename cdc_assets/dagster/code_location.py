@@ -20,6 +20,10 @@ import os
 from pathlib import Path
 
 from dagster import Definitions
+from dagster._core.definitions.definitions_load_context import (
+    DefinitionsLoadContext,
+    DefinitionsLoadType,
+)
 
 from cdc_assets.config import (
     CONFIG_ENV,
@@ -73,6 +77,17 @@ def source_components(config: ProjectConfig, config_file: Path) -> list[SqlServe
         )
         for source in config.sources
     ]
+
+
+def check_definitions(
+    path: str | Path | None = None,
+) -> tuple[Definitions, list[Source], list[SqlServerCdcSource]]:
+    """:func:`load_definitions` as a code server's first load (``cdc-assets check``): every
+    source asked and its catalog recorded, whatever load an earlier caller in this process left
+    installed (a run's reconstruction, which reads the recorded catalog only)."""
+    first = DefinitionsLoadContext(load_type=DefinitionsLoadType.INITIALIZATION)
+    with DefinitionsLoadContext.scoped(first):
+        return load_definitions(path)
 
 
 def load_definitions(
