@@ -10,9 +10,7 @@ from dagster import (
     AssetCheckKey,
     AssetSelection,
     AssetSpec,
-    DefaultScheduleStatus,
     Definitions,
-    ScheduleDefinition,
     define_asset_job,
     in_process_executor,
 )
@@ -26,6 +24,7 @@ from .examples import build_examples, examples_sensor
 from .health_checks import build_capture_checks
 from .history import build_histories
 from .history_checks import INTERVAL_INTEGRITY, build_history_checks
+from .housekeeping import housekeeping_tags, one_at_a_time_schedule
 from .maintenance import build_maintenance_job, build_maintenance_schedule
 from .mirror import build_mirrors
 from .mirror_checks import RECONCILE, build_mirror_checks
@@ -108,18 +107,18 @@ def source_definitions(source: Source) -> Definitions:
         # has no range run left to report it
         selection=health_only | at_chain_end | AssetSelection.checks(capture_checks),
         executor_def=in_process_executor,  # one process (and at most one Spark) per run
+        tags=housekeeping_tags(source.name),
         description=f"Health of source '{source.name}' while nothing else runs: the mirrors' and "
         "histories' row counts against the source (reconcile), the histories' intervals "
         "(interval_integrity), whether the sync is stuck (at_chain_end, which no range run "
         "reports once runs stop) and the CDC capture job (capture_health, which no sync run "
         "would check once capture has stopped and the max LSN stands still).",
     )
-    health_schedule = ScheduleDefinition(
-        name=f"{health_job_name(source.name)}_schedule",
-        job=health_job,
-        cron_schedule=HEALTH_CRON,
-        default_status=DefaultScheduleStatus.RUNNING,
-        description="Every 5 minutes: reconcile, interval_integrity and capture_health.",
+    health_schedule = one_at_a_time_schedule(
+        f"{health_job_name(source.name)}_schedule",
+        health_job,
+        HEALTH_CRON,
+        "Every 5 minutes: reconcile, interval_integrity and capture_health.",
     )
     maintenance = build_maintenance_job(source)
     return Definitions(

@@ -39,7 +39,6 @@ from dagster import (
     AssetRecordsFilter,
     DagsterInstance,
     DagsterRunStatus,
-    DefaultScheduleStatus,
     Failure,
     JobDefinition,
     OpExecutionContext,
@@ -56,6 +55,7 @@ from cdc_assets.spark.compaction import first_line
 from cdc_assets.spark.table_maintenance import keep_bounded
 
 from .examples import EXAMPLES_SENSOR
+from .housekeeping import housekeeping_tags, one_at_a_time_schedule
 from .sync.chain import retired_through
 from .sync.names import (
     PARTITION_RUN_TAG,
@@ -232,6 +232,7 @@ def build_maintenance_job(source: Source) -> JobDefinition:
     @job(
         name=maintenance_job_name(source.name),
         executor_def=in_process_executor,
+        tags=housekeeping_tags(source.name),
         description=f"Keeps the storage and run history of source '{source.name}' bounded "
         f"(maintenance: {policy.cron}, history {policy.keep_history}, runs "
         f"{policy.keep_runs or 'kept'}).",
@@ -243,10 +244,9 @@ def build_maintenance_job(source: Source) -> JobDefinition:
 
 
 def build_maintenance_schedule(source: Source, maintenance: JobDefinition) -> ScheduleDefinition:
-    return ScheduleDefinition(
-        name=f"{maintenance_job_name(source.name)}_schedule",
-        job=maintenance,
-        cron_schedule=source.config.maintenance.cron,
-        default_status=DefaultScheduleStatus.RUNNING,
-        description=f"maintenance.cron of source '{source.name}': {source.config.maintenance.cron}",
+    return one_at_a_time_schedule(
+        f"{maintenance_job_name(source.name)}_schedule",
+        maintenance,
+        source.config.maintenance.cron,
+        f"maintenance.cron of source '{source.name}': {source.config.maintenance.cron}.",
     )

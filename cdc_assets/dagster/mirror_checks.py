@@ -63,15 +63,35 @@ def source_counts(
     return snapshot.lsn, counts
 
 
+# counts of the newest version while a sync run merges ranges beside the check
+COUNT_ATTEMPTS = 3
+
+
 def _mirror_at(spark: SparkSession, source: Source, table: CapturedTable) -> tuple[Lsn, int] | None:
     """The mirror's LSN and its row count, both of one Delta version (a sync run may merge
-    the next range meanwhile); None before its first materialization."""
-    found = source.store.commit_properties(table.mirror_key.path)
+    the next range meanwhile); None before its first materialization.
+
+    The rows are counted in the newest version, not by time travel to the commit that recorded
+    the position: the commits after it (the writer's compaction, maintenance's retention)
+    change no row, and Delta refuses time travel to a version older than the table's
+    ``deletedFileRetentionDuration`` (maintenance sets it to ``keep_history``; a quiet mirror's
+    position commit gets that old). A range merged meanwhile moves the position: counted again."""
+    path = table.mirror_key.path
+    found = source.store.commit_properties(path)
+    for _ in range(COUNT_ATTEMPTS):
+        position = mirror_versions.position_of(found[1]) if found is not None else None
+        if found is None or position is None or position.lsn is None:
+            return None
+        rows = source.store.read(spark, path, None).count()
+        now_found = source.store.commit_properties(path)
+        if now_found is not None and now_found[0] == found[0]:
+            return position.lsn, rows
+        found = now_found
+    # still moving after every attempt: one version's rows, by time travel to its commit
     position = mirror_versions.position_of(found[1]) if found is not None else None
     if found is None or position is None or position.lsn is None:
         return None
-    rows = source.store.read(spark, table.mirror_key.path, None, version=found[0]).count()
-    return position.lsn, rows
+    return position.lsn, source.store.read(spark, path, None, version=found[0]).count()
 
 
 def _capture_not_past(source: Source, lsn: Lsn) -> str | None:

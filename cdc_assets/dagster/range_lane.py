@@ -36,7 +36,7 @@ from .sync.names import (
     SNAPSHOT_PARTITION,
 )
 from .sync.quiet_ranges import quiet_instance
-from .sync.retry_waits import table_waits, waiting_text
+from .sync.retry_waits import table_wait, table_waits, waiting_text
 from .sync.runs_in_flight import RANGE_RUNS_IN_FLIGHT, InFlight
 from .sync.source import CapturedTable, Source
 from .sync.sync_state import SourceSync, now
@@ -362,7 +362,27 @@ def range_ahead(
     end = chain_end(ranges)
     if end is None or newest.tags.get(PARTITION_RUN_TAG) != ranges[-1].key:
         return blocked  # a first range, a catch-up or a rerun: nothing runs ahead of it
-    tables = [t for t in source.tables if t not in flight.busy and sync[t].snapshot is not None]
+    moment = now()
+    # A table that failed on its own (its change log or mirror stays before the range) would fail
+    # again ahead: it is left out, and once its pause is over nothing more runs ahead, so its
+    # catch-up (or re-snapshot, for a gap) comes as soon as the runs in flight end, not at the
+    # first lull in the workload (under steady writes there is none).
+    failed = [t for t in source.tables if t not in flight.busy and sync[t].failures > 0]
+    due = [t for t in failed if table_wait(source, sync[t], moment) is None]
+    if due:
+        names = ", ".join(t.qualified_name for t in due[:5]) + (" ..." if len(due) > 5 else "")
+        reason = (
+            f"{in_progress}; {names} failed and may be tried again: its catch-up comes when the "
+            "range runs in flight end, before any range runs ahead"
+        )
+        return replace(blocked, skip_reason=reason)
+    tables = [
+        t
+        for t in source.tables
+        if t not in flight.busy and t not in failed and sync[t].snapshot is not None
+    ]
+    if not tables:
+        return blocked  # every table is busy (a snapshot) or waits after its failure
     conn = source.connect()
     try:
         maximum = get_max_lsn(conn)
@@ -378,7 +398,7 @@ def range_ahead(
         tables = tables_to_run(conn, sync, tables, next_range, ahead=True)
     finally:
         conn.close()
-    waiting = table_waits(source, sync, tables, now(), history=True)  # histories after a failure
+    waiting = table_waits(source, sync, tables, moment, history=True)  # histories after a failure
     request = run_request(
         instance, source, next_range.key, tables, mirrors=True, without_histories=set(waiting)
     )

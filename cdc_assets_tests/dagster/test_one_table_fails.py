@@ -8,16 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dagster import RunRequest
+from dagster import DagsterRunStatus, RunRequest
 
 from cdc_assets.dagster import change_log
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.sync import retry_waits
-from cdc_assets.dagster.sync.names import CATCH_UP_TAG
+from cdc_assets.dagster.sync.names import CATCH_UP_TAG, PARTITION_RUN_TAG
 from cdc_assets.dagster.sync.source import CapturedTable
 from cdc_assets.lsn import LsnRange
 
-from .conftest import SyncHarness, failure_text
+from .conftest import QUIET, SyncHarness, failure_text
 
 
 def _changes(harness: SyncHarness, steps: int = 8) -> None:
@@ -107,3 +107,78 @@ def test_a_table_that_fails_a_range_catches_up_while_the_others_keep_syncing(
     assert _selected_tables(harness, data.run_requests[0]) == set(harness.source.tables)
     r3 = _run(harness, data.run_requests[0])
     assert harness.assert_mirrors_equal_source() == r3.hi
+
+
+def _in_flight(harness: SyncHarness, request: RunRequest) -> str:
+    """A run of ``request`` that is in flight (created, never started): the range lane is busy."""
+    job = harness.defs.resolve_job_def(harness.job_name)
+    run = harness.instance.create_run_for_job(
+        job.get_subset(asset_selection=set(request.asset_selection or [])),
+        run_config=QUIET,
+        tags={**request.tags, PARTITION_RUN_TAG: request.partition_key or ""},
+        status=DagsterRunStatus.NOT_STARTED,
+    )
+    return run.run_id
+
+
+def test_a_failed_table_is_caught_up_while_ranges_run_back_to_back(
+    harness: SyncHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under steady writes a range run is always in flight and the next one runs ahead of it:
+    the failed table is left out of the runs ahead (it would fail again there) and, once its
+    pause is over, nothing more runs ahead, so its catch-up comes when the runs in flight end
+    (it used to wait for a lull in the workload; the soak saw every range run fail meanwhile)."""
+    harness.sync()
+    _changes(harness)
+    harness.sync()
+    failing = harness.source.tables[1]
+    others = set(harness.source.tables) - {failing}
+    real_output = change_log.range_output
+    fired: list[str] = []
+
+    def broken_once(*args: Any, **kwargs: Any) -> Any:
+        if args[1] == failing and not fired:
+            fired.append(args[1].qualified_name)
+            raise ValueError("value 1e+40 out of range for decimal(18,2)")
+        return real_output(*args, **kwargs)
+
+    monkeypatch.setattr(change_log, "range_output", broken_once)
+    _changes(harness)
+    r1 = _run(harness, harness.tick().run_requests[0], ok=False)
+    assert fired
+
+    # r2's run is in flight; r3 runs ahead of it, without the table that failed
+    _changes(harness)
+    (second,) = harness.tick().run_requests
+    assert _selected_tables(harness, second) == others
+    fake = _in_flight(harness, second)
+    _changes(harness)
+    data = harness.tick()
+    assert len(data.run_requests) == 1, data.skip_message
+    third = data.run_requests[0]
+    assert _selected_tables(harness, third) == others
+
+    # r3's run in flight now, and the failed table's pause over: nothing more runs ahead, the
+    # skip reason says why
+    harness.instance.delete_run(fake)
+    fake = _in_flight(harness, third)
+    monkeypatch.setattr(retry_waits, "retry_pause", lambda _source: 0.0)
+    _changes(harness)
+    data = harness.tick()
+    assert not data.run_requests
+    assert failing.qualified_name in (data.skip_message or "") and "catch-up" in (
+        data.skip_message or ""
+    ), data.skip_message
+
+    # the runs in flight end; the next ticks catch the table up, range by range, then one chain
+    harness.instance.delete_run(fake)
+    r2, r3 = _run(harness, second), _run(harness, third)
+    for expected in (r1, r2, r3):
+        data = harness.tick()
+        assert len(data.run_requests) == 1, data.skip_message
+        request = data.run_requests[0]
+        assert request.partition_key == expected.key
+        assert _selected_tables(harness, request) == {failing}
+        _run(harness, request)
+    assert harness.sync() >= 1
+    harness.assert_mirrors_equal_source()

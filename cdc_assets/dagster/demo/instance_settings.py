@@ -44,7 +44,13 @@ SETTINGS = {
     "concurrency": (
         "concurrency:\n  runs:\n"
         "    max_concurrent_runs: 4     # range runs (two per source in flight), a snapshot, the "
-        "health\n                               # and maintenance jobs, daily_orders\n"
+        "health\n                               # or maintenance job, daily_orders\n"
+        "    tag_concurrency_limits:\n"
+        "      - key: cdc_assets/housekeeping  # health and maintenance: one run at a time per "
+        "source,\n"
+        "        value:                      # never all the slots the range runs need\n"
+        "          applyLimitPerUniqueValue: true\n"
+        "        limit: 1\n"
     ),
     "retention": (
         "retention:\n  sensor:\n    purge_after_days:\n"

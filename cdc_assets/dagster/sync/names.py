@@ -27,6 +27,8 @@ SOURCE_TAG = "cdc_assets/source"
 # On range runs only (value: the source): the run queue's limit of one per source keeps a source's
 # ranges in order, while its snapshot runs (which do not carry it) go beside them.
 RANGE_LANE_TAG = "cdc_assets/range_lane"
+# on every run of a source's health and maintenance jobs (:mod:`..housekeeping`): <source name>
+HOUSEKEEPING_TAG = "cdc_assets/housekeeping"
 # On snapshot runs of a few tables: their names (a run executed in process records no asset
 # selection, so the sensor reads the tables a snapshot run in flight works on from here).
 SNAPSHOT_OF_TAG = "cdc_assets/snapshot_of"
