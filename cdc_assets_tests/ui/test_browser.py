@@ -729,22 +729,36 @@ def _broken_then_mended(dev: DagsterDev, page: Any, home: Path, artifacts: Path)
     ), history_nodes
     page.screenshot(path=artifacts / "01b-lineage-history.png")
     # 1c. The dbt models: upstream of a model, the mirrors, their change logs and the tables.
-    page.goto(f"{dev.url}/assets/{DBT_MODEL}?view=lineage&lineageScope=upstream&lineageDepth=4")
-    page.get_by_text("customer_revenue", exact=True).filter(visible=True).first.wait_for()
-    dbt_nodes = wait_for(
-        "the dbt model's upstream lineage down to the SQL Server table",
-        lambda: (n := _node_positions(page)) and {"orders", "order_totals"} <= set(n) and n,
-        60,
-        dev.log,
-    )
-    assert (
-        dbt_nodes["orders"]
-        < dbt_nodes["orders_changes"]
-        < dbt_nodes["orders_mirror"]
-        < dbt_nodes["order_totals"]
-        < dbt_nodes["customer_revenue"]
-    ), dbt_nodes
-    page.screenshot(path=artifacts / "01c-lineage-dbt-models.png")
+    # Five columns of nodes: in a fresh browser context, where the graph fits the whole lineage
+    # (a context keeps the zoom of the graphs it showed before, and the UI draws only the nodes
+    # in view).
+    fresh = page.context.browser.new_context(viewport={"width": 1600, "height": 1000})
+    models = fresh.new_page()
+    try:
+        models.goto(
+            f"{dev.url}/assets/{DBT_MODEL}?view=lineage&lineageScope=upstream&lineageDepth=4"
+        )
+        models.get_by_text("customer_revenue", exact=True).filter(visible=True).first.wait_for()
+        dbt_nodes = wait_for(
+            "the dbt model's upstream lineage down to the SQL Server table",
+            lambda: (n := _node_positions(models)) and {"orders", "order_totals"} <= set(n) and n,
+            60,
+            dev.log,
+        )
+        assert (
+            dbt_nodes["orders"]
+            < dbt_nodes["orders_changes"]
+            < dbt_nodes["orders_mirror"]
+            < dbt_nodes["order_totals"]
+            < dbt_nodes["customer_revenue"]
+        ), dbt_nodes
+        models.wait_for_timeout(2000)
+        models.screenshot(path=artifacts / "01c-lineage-dbt-models.png")
+    except BaseException:
+        models.screenshot(path=artifacts / "01c-lineage-dbt-models-failed.png")
+        raise
+    finally:
+        fresh.close()
     # ... and a masked column says so in the mirror's column list.
     page.goto(f"{dev.url}/assets/mirror/demo/dbo/customers_mirror?view=overview")
     page.get_by_text("masked: redact", exact=False).filter(visible=True).first.wait_for()
