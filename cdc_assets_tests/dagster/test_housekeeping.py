@@ -43,7 +43,7 @@ def test_housekeeping_jobs_never_run_beside_themselves_and_give_way_to_the_sync(
             return len(data.run_requests or []), data.skip_message
 
         assert tick() == (1, None)
-        for status in (DagsterRunStatus.QUEUED, DagsterRunStatus.STARTED):
+        for status in (DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTED):
             run = create_run_for_test(harness.instance, job_name=name, status=status)
             requests, skipped = tick()
             assert requests == 0 and skipped is not None, (name, status)
