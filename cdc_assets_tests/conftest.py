@@ -67,9 +67,9 @@ def cold_delta_logs() -> Iterator[None]:
     """After each test, Delta's cache of table logs is emptied: every test writes tables of its
     own, which a long session would otherwise keep (bounded by the session's
     ``delta.log.cacheSize``, but each test starts as a new process would). So are the names
-    the test registered (the session catalog's ``cdc_*`` databases, dropped in the external
-    catalog: no view analysed): the next test's source, of the same name, would otherwise see
-    them as tables it no longer has and drop them (a Spark job per name, in its sync)."""
+    the test registered (the views of the databases it made, dropped in the external catalog:
+    no view analysed, no folder deleted): the next test's source, of the same name, would
+    otherwise see them as tables it no longer has and drop them (a Spark job per name)."""
     yield
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -83,7 +83,8 @@ def cold_delta_logs() -> Iterator[None]:
     if session is not None and table_names._databases:
         catalog = session._jsparkSession.sessionState().catalog().externalCatalog()
         with table_names._lock:
-            for _, catalog_name, database in list(table_names._databases):
+            for _, catalog_name, database in table_names._databases:
                 if catalog_name == table_names.SESSION_CATALOG:
-                    catalog.dropDatabase(database, True, True)  # ignoreIfNotExists, cascade
-            table_names._databases.clear()
+                    shown = session.sql(f"SHOW VIEWS IN {catalog_name}.`{database}`").collect()
+                    for row in shown:
+                        catalog.dropTable(database, row["viewName"], True, False)  # no purge
