@@ -66,10 +66,25 @@ def spark() -> Iterator[SparkSession]:
 def cold_delta_logs() -> Iterator[None]:
     """After each test, Delta's cache of table logs is emptied: every test writes tables of its
     own, which a long session would otherwise keep (bounded by the session's
-    ``delta.log.cacheSize``, but each test starts as a new process would)."""
+    ``delta.log.cacheSize``, but each test starts as a new process would). So are the names
+    the test registered (the views of the databases it made, dropped in the external catalog:
+    no view analysed, no folder deleted): the next test's source, of the same name, would
+    otherwise see them as tables it no longer has and drop them (a Spark job per name)."""
     yield
     from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    from cdc_assets.spark import table_names
 
     context = SparkContext._active_spark_context
     if context is not None:
         context._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    session = SparkSession.getActiveSession()
+    if session is not None and table_names._databases:
+        catalog = session._jsparkSession.sessionState().catalog().externalCatalog()
+        with table_names._lock:
+            for _, catalog_name, database in table_names._databases:
+                if catalog_name == table_names.SESSION_CATALOG:
+                    shown = session.sql(f"SHOW VIEWS IN {catalog_name}.`{database}`").collect()
+                    for row in shown:
+                        catalog.dropTable(database, row["viewName"], True, False)  # no purge

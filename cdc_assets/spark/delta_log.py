@@ -148,14 +148,43 @@ def _plain(value: Any, name: str | None = None) -> Any:
 def commit(table: Path, version: int, actions: Sequence[Mapping[str, Any]]) -> bool:
     """Write ``actions`` as the table's ``version``; False (nothing written) when that version
     exists already: another writer committed first."""
-    folder = log_folder(table)
-    temporary = folder / f".{version:020d}.json.{uuid.uuid4().hex}.tmp"
+    text = "\n".join(json.dumps(a, separators=(",", ":")) for a in actions)
+    return _put_if_absent(commit_file(table, version), text)
+
+
+def write_checksum(table: Path) -> int | None:
+    """Write the version checksum (``<version>.crc``) of the table's current version when it
+    has none (delta-rs and :func:`commit` write none; Spark does): Delta then reads the
+    version's protocol and metadata from it, where it would otherwise replay the log in a Spark
+    job just to learn the table's schema. Only the fields a reader needs and that this state
+    gives exactly (Delta's others are optional). The version, None when the log is not read
+    here."""
+    state = read(table)
+    if state is None:
+        return None
+    checksum = {
+        "tableSizeBytes": sum(int(add["size"]) for add in state.files.values()),
+        "numFiles": len(state.files),
+        "numMetadata": 1,
+        "numProtocol": 1,
+        "metadata": state.metadata,
+        "protocol": state.protocol,
+    }
+    path = log_folder(table) / f"{state.version:020d}.crc"
+    if not path.exists():
+        _put_if_absent(path, json.dumps(checksum, separators=(",", ":")))
+    return state.version
+
+
+def _put_if_absent(path: Path, text: str) -> bool:
+    """Write ``text`` as ``path`` whole or not at all; False when ``path`` exists already."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with open(temporary, "x") as f:
-        f.write("\n".join(json.dumps(a, separators=(",", ":")) for a in actions))
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     try:
-        os.link(temporary, commit_file(table, version))
+        os.link(temporary, path)
         return True
     except FileExistsError:
         return False

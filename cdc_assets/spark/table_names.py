@@ -32,6 +32,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from . import delta_log
 from .delta_location import is_local, local_path
 from .partition_rows import PROPERTIES_COLUMN
 from .spark_sql_names import sql_name, sql_string
@@ -92,8 +93,12 @@ def register_view(
     comment: str = "",
 ) -> None:
     """Create or replace the view ``name`` over the Delta table at ``location`` (one read of
-    its schema and two catalog statements: no Spark job). ``database_location``: where a new
-    database of the session catalog keeps its files (else the warehouse's)."""
+    its schema and two catalog statements). ``database_location``: where a new database of the
+    session catalog keeps its files (else the warehouse's). A local table gets its version
+    checksum first (:func:`.delta_log.write_checksum`): Delta reads the schema from it, no
+    Spark job (a small table synced in the driver runs none)."""
+    if is_local(location):
+        delta_log.write_checksum(local_path(location))
     stored = spark.read.format("delta").load(location).schema
     ensure_database(spark, name, database_location)
     text = f" COMMENT {sql_string(comment)}" if comment else ""
