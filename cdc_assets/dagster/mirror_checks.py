@@ -65,33 +65,42 @@ def source_counts(
 
 # counts of the newest version while a sync run merges ranges beside the check
 COUNT_ATTEMPTS = 3
+# Delta's refusal to read a version older than the table's deletedFileRetentionDuration
+TIME_TRAVEL_REFUSED = "DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_RETENTION_DURATION"
 
 
 def _mirror_at(spark: SparkSession, source: Source, table: CapturedTable) -> tuple[Lsn, int] | None:
     """The mirror's LSN and its row count, both of one Delta version (a sync run may merge
     the next range meanwhile); None before its first materialization.
 
-    The rows are counted in the newest version, not by time travel to the commit that recorded
-    the position: the commits after it (the writer's compaction, maintenance's retention)
-    change no row, and Delta refuses time travel to a version older than the table's
-    ``deletedFileRetentionDuration`` (maintenance sets it to ``keep_history``; a quiet mirror's
-    position commit gets that old). A range merged meanwhile moves the position: counted again."""
+    The rows are those of the version whose commit recorded the position (time travel). Delta
+    refuses that once the commit is older than the table's ``deletedFileRetentionDuration``
+    (maintenance sets it to ``keep_history``: a quiet mirror's position commit gets that old);
+    then the newest version is counted, whose later commits (the writer's compaction,
+    maintenance's retention) change no row, and counted again if a range merged meanwhile."""
     path = table.mirror_key.path
     found = source.store.commit_properties(path)
-    for _ in range(COUNT_ATTEMPTS):
-        position = mirror_versions.position_of(found[1]) if found is not None else None
-        if found is None or position is None or position.lsn is None:
-            return None
-        rows = source.store.read(spark, path, None).count()
-        now_found = source.store.commit_properties(path)
-        if now_found is not None and now_found[0] == found[0]:
-            return position.lsn, rows
-        found = now_found
-    # still moving after every attempt: one version's rows, by time travel to its commit
     position = mirror_versions.position_of(found[1]) if found is not None else None
     if found is None or position is None or position.lsn is None:
         return None
-    return position.lsn, source.store.read(spark, path, None, version=found[0]).count()
+    try:
+        return position.lsn, source.store.read(spark, path, None, version=found[0]).count()
+    except Exception as exc:
+        if TIME_TRAVEL_REFUSED not in str(exc):
+            raise
+    for _ in range(COUNT_ATTEMPTS):
+        rows = source.store.read(spark, path, None).count()
+        again = source.store.commit_properties(path)
+        if again is not None and again[0] == found[0]:
+            return position.lsn, rows
+        found = again
+        position = mirror_versions.position_of(found[1]) if found is not None else None
+        if found is None or position is None or position.lsn is None:
+            return None
+    raise RuntimeError(
+        f"{table.qualified_name}: the mirror moved during each of {COUNT_ATTEMPTS} counts; "
+        "reconcile runs again with the health job"
+    )
 
 
 def _capture_not_past(source: Source, lsn: Lsn) -> str | None:

@@ -39,7 +39,13 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
 from pyspark.sql import SparkSession
 
 from cdc_assets.config import CONFIG_ENV
-from cdc_assets.dagster.sync.names import RANGE_LANE_TAG, SOURCE_TAG, partitions_name, sync_job_name
+from cdc_assets.dagster.sync.names import (
+    HOUSEKEEPING_TAG,
+    RANGE_LANE_TAG,
+    SOURCE_TAG,
+    partitions_name,
+    sync_job_name,
+)
 from cdc_assets_tests.dagster.conftest import SOURCE, SyncHarness, make_harness
 from cdc_assets_tests.support.net import free_port
 
@@ -232,7 +238,8 @@ def test_the_instance_is_postgres_with_a_per_source_queue_and_run_monitoring(
     queue = pg_instance.get_concurrency_config().run_queue_config
     assert queue is not None
     assert list(queue.tag_concurrency_limits) == [
-        {"key": RANGE_LANE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 2}
+        {"key": RANGE_LANE_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 2},
+        {"key": HOUSEKEEPING_TAG, "value": {"applyLimitPerUniqueValue": True}, "limit": 1},
     ]
 
     assert pg_instance.run_monitoring_enabled

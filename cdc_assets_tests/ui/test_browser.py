@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetCheckKey, DagsterInstance, DagsterRunStatus
+from dagster import AssetCheckEvaluation, AssetCheckKey, DagsterInstance, DagsterRunStatus
 
 from cdc_assets import emulator
 from cdc_assets.lsn import Lsn, LsnRange
@@ -219,7 +219,7 @@ def _chain_end_judgements(home: Path) -> list[dict[str, Any]]:
             history = instance.event_log_storage.get_asset_check_execution_history(check, 1000)
             for record in history:
                 evaluation = record.evaluation
-                if evaluation is None:  # planned, not yet evaluated
+                if not isinstance(evaluation, AssetCheckEvaluation):  # planned, not evaluated yet
                     continue
                 found.append(
                     {
