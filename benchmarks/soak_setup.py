@@ -2,10 +2,10 @@
 source, configuration and Dagster instance, and ``make demo``'s processes, started, watched and
 stopped by :mod:`cdc_assets.demo_processes`.
 
-What ``make demo`` writes is taken from ``scripts/demo.sh`` itself (its here-documents: the
-``dagster.yaml`` of the instance, the Python that writes the config from the demo's
-``defs.yaml`` with the ``odbc:`` connection to the TDS server, and the Python that creates the
-instance's storage), so the soak runs the demo as it is on the day it runs. On top of it the
+What ``make demo`` writes is taken from where ``scripts/demo.sh`` takes it (the instance's
+``dagster.yaml`` from :mod:`cdc_assets.dagster.demo.instance_settings`; its here-documents: the
+Python that writes the config from the demo's ``defs.yaml`` with the ``odbc:`` connection to the
+TDS server, and the Python that creates the instance's storage), so the soak runs the demo as it is on the day it runs. On top of it the
 soak sets, and prints: a history on every table, column rules on ``customers`` (the hash key in
 an environment variable), the maintenance schedule, and its own folder and free ports.
 """
@@ -29,6 +29,7 @@ from typing import IO, Any
 import _common
 import yaml
 
+from cdc_assets.dagster.demo.instance_settings import write_instance_settings
 from cdc_assets.demo_processes import Demo, Settings, check
 from cdc_assets.process_group import ProcessGroup, port_free
 from cdc_assets_tests.support.net import free_port
@@ -223,8 +224,7 @@ def change_rule(cfg: SoakConfig) -> str:
 def write_instance(cfg: SoakConfig) -> None:
     """make demo's dagster.yaml, and the instance's storage created before dagster dev's
     processes would race to (scripts/demo.sh's own Python for it)."""
-    cfg.home.mkdir(parents=True, exist_ok=True)
-    (cfg.home / "dagster.yaml").write_text(demo_script_part("telemetry:"))
+    write_instance_settings(cfg.home)
     _run_demo_python("report_run_failed")
 
 
