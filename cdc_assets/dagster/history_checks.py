@@ -34,20 +34,19 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdc_assets.lsn import Lsn
-from cdc_assets.spark import history_store
+from cdc_assets.spark import history_store, mirror_versions
 from cdc_assets.spark.history_store import END_LSN_COLUMN, IS_CURRENT, START_LSN_COLUMN
 from cdc_assets.spark.spark_sql_names import sql_name
-from cdc_assets.spark.stored_columns import stored_name
 from cdc_assets.sqlserver import SnapshotIsolationNotAllowed, SqlServerError
 
 from .mirror_checks import (
     RECONCILE,
+    TIME_TRAVEL_REFUSED,
     _capture_not_past,
     _not_counted,
     _reconcile,
     source_counts,
 )
-from .mirror_checks import _mirror_at as mirror_at_version
 from .sync.chain_end_check import AT_CHAIN_END, ChainEndView
 from .sync.history_check_results import history_at_chain_end, on_history
 from .sync.history_plan import history_position
@@ -186,7 +185,7 @@ def interval_integrity(
     if found is None:
         return _integrity(table, False, "the history has not been materialized yet", {})
     history = source.store.read(spark, table.history_key.path, None, version=found[0])
-    keys = [stored_name(k) for k in table.instance.key_columns]
+    keys = list(table.instance.key_columns)  # as the history reads: names, not stored names
     start, end, current = F.col(START_LSN_COLUMN), F.col(END_LSN_COLUMN), F.col(IS_CURRENT)
     problems: dict[str, DataFrame] = {
         "versions that end at or before they start, or are current while they have an end "
@@ -239,10 +238,9 @@ def _multiset_problems(
     """A keyless history's rows whose current versions are not as many as the mirror's copies
     of them, when the mirror is at the history's LSN (else nothing to compare)."""
     position = history_store.position_of(committed)
-    mirror = mirror_at_version(spark, source, table)
-    if position is None or mirror is None or mirror[0] != position.lsn:
+    rows = _mirror_rows_at(spark, source, table, position.lsn) if position is not None else None
+    if rows is None:
         return {}
-    rows = source.store.read(spark, table.mirror_key.path, None)
     columns = [c for c in history.columns if c not in history_store.VALIDITY_COLUMNS]
     cols = [F.col(sql_name(c)) for c in columns]
     held = history.where(F.col(IS_CURRENT)).groupBy(*cols).agg(F.count("*").alias("__held"))
@@ -252,6 +250,29 @@ def _multiset_problems(
         ~F.col("__held").eqNullSafe(F.col("__copies"))
     )
     return {"rows whose current versions are not as many as the mirror's copies": differ}
+
+
+def _mirror_rows_at(
+    spark: SparkSession, source: Source, table: CapturedTable, lsn: Lsn
+) -> DataFrame | None:
+    """The mirror's rows in the Delta version whose commit recorded ``lsn`` as its position (a
+    range merged since, or a compaction, changes nothing here); None when the mirror is at
+    another LSN, or Delta no longer serves that version (older than the table's
+    ``deletedFileRetentionDuration``)."""
+    path = table.mirror_key.path
+    found = source.store.commit_properties(path)
+    position = mirror_versions.position_of(found[1]) if found is not None else None
+    if found is None or position is None or position.lsn != lsn:
+        return None
+    try:
+        rows = source.store.read(spark, path, None, version=found[0])
+        if not rows.columns:  # Delta resolves the version here (Spark Connect: not before)
+            return None
+    except Exception as exc:
+        if TIME_TRAVEL_REFUSED not in str(exc):
+            raise
+        return None
+    return rows
 
 
 def _brief(row: dict[str, Any], keys: list[str]) -> str:

@@ -49,7 +49,7 @@ from cdc_assets_tests.support.history_replay import (
     replay_versions,
 )
 
-ACCOUNTS, EVENTS = TABLES[0], TABLES[2]  # a keyed table and a keyless one
+ACCOUNTS, ORDER_LINES, EVENTS = TABLES  # keyed, keyed on a column Delta stores escaped, keyless
 
 
 def _table(harness: SyncHarness, name: str) -> Any:
@@ -249,7 +249,9 @@ def test_history_checks_and_quiet_ranges(
     interval_integrity pass on both histories; a second current version of a key fails the
     interval check, a current version deleted outside the sync fails reconcile, each saying
     what to do."""
-    harness = make_harness(tmp_path, spark, instance, rows=6, tables=(ACCOUNTS, EVENTS))
+    harness = make_harness(
+        tmp_path, spark, instance, rows=6, tables=(ACCOUNTS, ORDER_LINES, EVENTS)
+    )
     with_history(harness, include=("*",))
     harness.sync()
     harness.next_range()  # the mirrors and histories built
@@ -276,9 +278,10 @@ def test_history_checks_and_quiet_ranges(
     assert row.history_at == row.mirror_at and row.history_commit is not None
     assert row.history_at > row.history_commit  # moved by the quiet range, no commit
 
+    lines = _table(harness, "order lines")
     checks = {
         AssetCheckKey(t.history_key, name)
-        for t in (accounts, events)
+        for t in (accounts, lines, events)
         for name in ("reconcile", "interval_integrity")
     }
     job = harness.defs.resolve_job_def(health_job_name(SOURCE))  # they run in the health job
@@ -291,7 +294,7 @@ def test_history_checks_and_quiet_ranges(
     healthy = run_checks()
     assert healthy.success, failure_text(healthy)
     results = {(e.asset_key, e.check_name): e for e in healthy.get_asset_check_evaluations()}
-    assert len(results) == 4 and all(e.passed for e in results.values()), [
+    assert len(results) == 6 and all(e.passed for e in results.values()), [
         e.description for e in results.values() if not e.passed
     ]
 
@@ -307,6 +310,15 @@ def test_history_checks_and_quiet_ranges(
     assert "two versions whose intervals overlap" in (interval.description or "")
     assert "delete its Delta table" in (interval.description or "")
     assert not found[(accounts.history_key, "reconcile")].passed  # one current version too many
+    assert found[(events.history_key, "interval_integrity")].passed
+
+    # a keyless mirror's row deleted outside the sync (a commit with no position): the history
+    # is compared with the mirror's version that its position commit made, at the history's LSN
+    mirror_uri = harness.source.store.location(events.mirror_key.path)
+    (last,) = spark.read.format("delta").load(mirror_uri).agg(F.max("event_id")).first() or (None,)
+    spark.sql(f"DELETE FROM delta.`{mirror_uri}` WHERE event_id = {last}")
+    moved = run_checks()
+    found = {(e.asset_key, e.check_name): e for e in moved.get_asset_check_evaluations()}
     assert found[(events.history_key, "interval_integrity")].passed
 
     # a keyless row's current version deleted outside the sync

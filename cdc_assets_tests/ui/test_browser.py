@@ -8,8 +8,7 @@ aggregate follows by its automation condition: every asset of the catalog and ev
 global lineage is green, every check shown has passed. Cleanup then removes changes of
 ``dbo.orders`` that the next range needs (``on_gap: fail``), so that range's coverage check fails
 and the sensor waits for a person: the catalog and the lineage turn red. In the browser: the
-lineage graph runs sqlserver -> cdc -> mirror -> analytics/daily_orders (and -> the dbt example's
-models); the change log lists the
+lineage graph runs sqlserver -> cdc -> mirror -> analytics/daily_orders; the change log lists the
 ``snapshot`` and range partitions, a range found in the list shows its commit times, a range's
 metadata (commit times, rows per operation, lag) and its plots; the failed coverage check says
 what to do; the person does it (launches the ``snapshot`` partition from the Materialize dialog)
@@ -62,7 +61,6 @@ ORDERS = {
     "downstream": "analytics/demo/daily_orders",
 }
 ORDERS_HISTORY = "history/demo/dbo/orders_history"
-DBT_MODEL = "dbt/demo/customer_revenue"  # the dbt example's model (orders, order lines, customers)
 
 
 @pytest.fixture(scope="module")
@@ -519,7 +517,9 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             tmp_path,
             db,
             sync={"sensor_interval_seconds": 1, "on_gap": "fail"},
-            examples=["daily_orders", "dbt"],
+            # not the dbt example: its build once a minute (a dbt process and a Spark Connect
+            # session) doubled the scenario's time on 2 cores; test_dbt_models checks its lineage
+            examples=["daily_orders"],
             spark_remote=spark.url,
             # The scenario does not show maintenance (its own tests do); its hourly run, VACUUMing
             # every table, landed in one CI run's scenario (~15 min) and slowed it past its waits.
@@ -607,8 +607,8 @@ def _the_scenario(
                 dev.log,
                 seen,
             )
-            # 5 tables x 3 stages, the aggregate, the orders' history and the two dbt models
-            assert len(green["catalog"]) == 19, green["catalog"]
+            # 5 tables x 3 stages, the aggregate and the orders' history
+            assert len(green["catalog"]) == 17, green["catalog"]
             _global_lineage_colours(page, dev)
             page.screenshot(path=artifacts / "00a-healthy-global-lineage.png")
             _catalog_page(page, dev)
@@ -728,37 +728,6 @@ def _broken_then_mended(dev: DagsterDev, page: Any, home: Path, artifacts: Path)
         history_nodes["orders"] < history_nodes["orders_changes"] < history_nodes["orders_history"]
     ), history_nodes
     page.screenshot(path=artifacts / "01b-lineage-history.png")
-    # 1c. The dbt models: upstream of a model, the mirrors, their change logs and the tables.
-    # Five columns of nodes: in a fresh browser context, where the graph fits the whole lineage
-    # (a context keeps the zoom of the graphs it showed before, and the UI draws only the nodes
-    # in view).
-    fresh = page.context.browser.new_context(viewport={"width": 1600, "height": 1000})
-    models = fresh.new_page()
-    try:
-        models.goto(
-            f"{dev.url}/assets/{DBT_MODEL}?view=lineage&lineageScope=upstream&lineageDepth=4"
-        )
-        models.get_by_text("customer_revenue", exact=True).filter(visible=True).first.wait_for()
-        dbt_nodes = wait_for(
-            "the dbt model's upstream lineage down to the SQL Server table",
-            lambda: (n := _node_positions(models)) and {"orders", "order_totals"} <= set(n) and n,
-            60,
-            dev.log,
-        )
-        assert (
-            dbt_nodes["orders"]
-            < dbt_nodes["orders_changes"]
-            < dbt_nodes["orders_mirror"]
-            < dbt_nodes["order_totals"]
-            < dbt_nodes["customer_revenue"]
-        ), dbt_nodes
-        models.wait_for_timeout(2000)
-        models.screenshot(path=artifacts / "01c-lineage-dbt-models.png")
-    except BaseException:
-        models.screenshot(path=artifacts / "01c-lineage-dbt-models-failed.png")
-        raise
-    finally:
-        fresh.close()
     # ... and a masked column says so in the mirror's column list.
     page.goto(f"{dev.url}/assets/mirror/demo/dbo/customers_mirror?view=overview")
     page.get_by_text("masked: redact", exact=False).filter(visible=True).first.wait_for()
