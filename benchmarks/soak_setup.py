@@ -5,9 +5,10 @@ stopped by :mod:`cdc_assets.demo_processes`.
 What ``make demo`` writes is taken from where ``scripts/demo.sh`` takes it (the instance's
 ``dagster.yaml`` from :mod:`cdc_assets.dagster.demo.instance_settings`; its here-documents: the
 Python that writes the config from the demo's ``defs.yaml`` with the ``odbc:`` connection to the
-TDS server, and the Python that creates the instance's storage), so the soak runs the demo as it is on the day it runs. On top of it the
-soak sets, and prints: a history on every table, column rules on ``customers`` (the hash key in
-an environment variable), the maintenance schedule, and its own folder and free ports.
+TDS server, and the Python that creates the instance's storage), so the soak runs the demo as it
+is on the day it runs. On top of it the soak sets, and prints: a history on every table, column
+rules on ``customers`` (the hash key in an environment variable), the maintenance schedule, and
+its own folder and free ports.
 """
 
 from __future__ import annotations
