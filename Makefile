@@ -26,7 +26,7 @@ lint: setup
 test: lint
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-# The many-table sync test alone at a thousand tables (`make test` runs it at 200: two steps of 100 tables).
+# The many-table sync test alone at a thousand tables (`make test` runs it at 120: steps of 100 and 20 tables).
 test-large: setup
 	CDC_TEST_MANY_TABLES=1000 $(VENV)/bin/pytest -q -m large
 

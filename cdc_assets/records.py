@@ -77,3 +77,7 @@ class Gap:
     reason: str | None
     snapshot_version: str | None  # the table's snapshot when the gap was found (None: none)
     run_id: str | None  # the run that found it
+    # a re-snapshot resolves it as a matter of course and the sensor starts one (a new capture
+    # instance, changed column rules; sync.on_gap = resnapshot): the mirror and history wait
+    # for it without failing the run
+    awaits_resnapshot: bool = False

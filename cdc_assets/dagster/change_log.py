@@ -191,6 +191,9 @@ def _change_log_step(
                 instance = instance_for(found, table, (read_range or lsn_range).first)
                 refused = schema_change_result(found, table, snapshot, lsn_range)
                 refused = refused or rules_change_result(table, instance, snapshot)
+                # a re-snapshot resolves these as a matter of course: the mirror and history
+                # wait for it without failing the run (a gap of cleanup may need a person)
+                expected = refused is not None and source.config.sync.on_gap == "resnapshot"
                 if refused is None and read_range is not None:
                     refused = unavailable_result(conn, table, instance, read_range)
                 if refused is not None:
@@ -205,6 +208,7 @@ def _change_log_step(
                         reason=refused.description,
                         snapshot=snapshot,
                         run_id=context.run.run_id,
+                        awaits_resnapshot=expected,
                     )
                     chained = chain_result(table, lsn_range, ranges, snapshot, retired)
                     yield _not_written(table, refused.description or "range not available")

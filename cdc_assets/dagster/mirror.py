@@ -42,7 +42,12 @@ from .sync.chain import (
     ranges_covering,
 )
 from .sync.chain_end_check import ChainEndView, as_evaluation
-from .sync.change_log_state import snapshot_info, snapshot_progress
+from .sync.change_log_state import (
+    AwaitsResnapshot,
+    awaited_resnapshot,
+    snapshot_info,
+    snapshot_progress,
+)
 from .sync.io_manager import AssetWrite, Written, write_output
 from .sync.metadata import (
     COLUMN_LINEAGE,
@@ -111,16 +116,21 @@ def mirror_lsn(source: Source, table: CapturedTable, sync: SourceSync | None = N
     return position.lsn if position is not None else None
 
 
-def _change_rows(source: Source, table: CapturedTable, needed: list[LsnRange]) -> int:
+def _change_rows(
+    source: Source, table: CapturedTable, needed: list[LsnRange], snapshot: SnapshotInfo
+) -> int:
     """How many change rows ``needed`` holds (0: quiet ranges are applied without reading
     anything; a range whose count is unknown counts 1, to be read), after checking each range
-    is written and covered."""
+    is written and covered (:class:`AwaitsResnapshot`: one was refused for a re-snapshot)."""
     path = table.change_log_key.path
     rows = 0
     for lsn_range in needed:
         properties = source.store.properties(path, lsn_range.key)
         found = range_of(properties)
         if properties is None:
+            waiting = awaited_resnapshot(source, table, snapshot, lsn_range.key)
+            if waiting is not None:
+                raise waiting
             raise Failure(
                 f"{table.qualified_name}: range {lsn_range.key} has not been materialized for "
                 f"{table.change_log_key.to_user_string()}; materialize that partition first (the "
@@ -207,10 +217,14 @@ def _mirror_output(
         raise Failure(
             f"{table.qualified_name}: cannot bring the mirror to {target.hex}: {exc}"
         ) from None
+    try:
+        rows = _change_rows(source, table, needed, snapshot)
+    except AwaitsResnapshot as waiting:
+        return None, str(waiting)
     changes = mirror_store.ChangeRanges(
         change_log=tuple(table.change_log_key.path),
         partitions=tuple(r.key for r in needed),
-        rows=_change_rows(source, table, needed),
+        rows=rows,
         key_columns=tuple(table.instance.key_columns),
         after=start.raw,
     )

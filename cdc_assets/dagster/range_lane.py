@@ -337,6 +337,22 @@ def range_lane(
     return Tick((request,), next_range.key, None, retired)
 
 
+def _behind_before(
+    source: Source, sync: SourceSync, tables: list[CapturedTable], ranges: list[LsnRange]
+) -> list[CapturedTable]:
+    """Those of ``tables`` that have not completed the range before the chain's last one (the
+    run in flight brings the others to the chain's end)."""
+    if len(ranges) < 2:
+        return []
+    previous = ranges[-2]
+    return [
+        t
+        for t in tables
+        if (snap := sync[t].snapshot) is not None
+        and not mirror_complete(source, sync, t, previous, snap)
+    ]
+
+
 def range_ahead(
     instance: DagsterInstance,
     source: Source,
@@ -381,6 +397,18 @@ def range_ahead(
         for t in source.tables
         if t not in flight.busy and t not in failed and sync[t].snapshot is not None
     ]
+    # Likewise a table behind the range before the one in flight (re-snapshotted meanwhile, or
+    # waiting for its re-snapshot after a schema change): its mirror would refuse the range
+    # ahead (it never skips one), so its catch-up comes first.
+    behind = _behind_before(source, sync, tables, ranges)
+    if behind:
+        names = ", ".join(t.qualified_name for t in behind[:5])
+        reason = (
+            f"{in_progress}; {names}{' ...' if len(behind) > 5 else ''} not at "
+            f"{ranges[-2].hi.hex} yet: its catch-up comes when the range runs in flight end, "
+            "before any range runs ahead"
+        )
+        return replace(blocked, skip_reason=reason)
     if not tables:
         return blocked  # every table is busy (a snapshot) or waits after its failure
     conn = source.connect()

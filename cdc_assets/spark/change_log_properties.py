@@ -93,9 +93,17 @@ def gap_of(stored: Mapping[str, Any] | None) -> Gap | None:
     """The gap a partition's properties record (what :meth:`.AssetStore.gap` returns)."""
     if stored is None:
         return None
-    return Gap(stored.get("reason"), stored.get("snapshot_version"), stored.get("run_id"))
+    return Gap(
+        stored.get("reason"),
+        stored.get("snapshot_version"),
+        stored.get("run_id"),
+        bool(stored.get("awaits_resnapshot", False)),
+    )
 
 
 def gap_properties(gap: Gap) -> dict[str, Any]:
     """What a partition's properties record of ``gap`` (:meth:`.AssetStore.mark_gap`)."""
-    return {"reason": gap.reason, "snapshot_version": gap.snapshot_version, "run_id": gap.run_id}
+    stored = {"reason": gap.reason, "snapshot_version": gap.snapshot_version, "run_id": gap.run_id}
+    if gap.awaits_resnapshot:  # a gap that needs a person (or an older one) reads as before
+        stored["awaits_resnapshot"] = True
+    return stored

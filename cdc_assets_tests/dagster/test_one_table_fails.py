@@ -5,6 +5,7 @@ whole, and the source is one chain again."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,11 +14,17 @@ from dagster import DagsterRunStatus, RunRequest
 from cdc_assets.dagster import change_log
 from cdc_assets.dagster.mirror import mirror_lsn
 from cdc_assets.dagster.sync import retry_waits
-from cdc_assets.dagster.sync.names import CATCH_UP_TAG, PARTITION_RUN_TAG
+from cdc_assets.dagster.sync.names import (
+    CATCH_UP_TAG,
+    PARTITION_RUN_TAG,
+    SNAPSHOT_OF_TAG,
+    SNAPSHOT_PARTITION,
+    SOURCE_TAG,
+)
 from cdc_assets.dagster.sync.source import CapturedTable
 from cdc_assets.lsn import LsnRange
 
-from .conftest import QUIET, SyncHarness, failure_text
+from .conftest import QUIET, SOURCE, SyncHarness, failure_text
 
 
 def _changes(harness: SyncHarness, steps: int = 8) -> None:
@@ -180,5 +187,54 @@ def test_a_failed_table_is_caught_up_while_ranges_run_back_to_back(
         assert request.partition_key == expected.key
         assert _selected_tables(harness, request) == {failing}
         _run(harness, request)
+    assert harness.sync() >= 1
+    harness.assert_mirrors_equal_source()
+
+
+def test_a_table_behind_without_a_failure_is_caught_up_before_ranges_run_ahead(
+    harness: SyncHarness,
+) -> None:
+    """A table busy with a snapshot run is left out of the ranges meanwhile; once its snapshot
+    run is over, a range run in flight, it has not completed the range before (and did not
+    fail): it is not in a run ahead, whose mirror step would refuse it (it never skips a range)
+    and fail the run (the soak saw it after a schema change's re-snapshot). Nothing runs ahead,
+    saying why, and its catch-up comes first."""
+    harness.sync()
+    _changes(harness)
+    harness.sync()
+    behind = harness.source.tables[1]
+    snapshot = RunRequest(
+        partition_key=SNAPSHOT_PARTITION,
+        asset_selection=[behind.change_log_key],
+        tags={SOURCE_TAG: SOURCE, SNAPSHOT_OF_TAG: json.dumps([behind.qualified_name])},
+    )
+    busy = _in_flight(harness, snapshot)
+    _changes(harness)
+    data = harness.tick()
+    assert len(data.run_requests) == 1, data.skip_message
+    first = data.run_requests[0]
+    assert behind not in _selected_tables(harness, first)  # busy with its snapshot
+    r1 = _run(harness, first)
+    _changes(harness)
+    data = harness.tick()
+    assert len(data.run_requests) == 1, data.skip_message
+    second = data.run_requests[0]
+    fake = _in_flight(harness, second)
+    harness.instance.delete_run(busy)  # its snapshot run is over (nothing new was taken)
+
+    # r2's run in flight: nothing runs ahead of it, and the skip reason names the table
+    _changes(harness)
+    data = harness.tick()
+    assert not data.run_requests, [r.partition_key for r in data.run_requests]
+    assert behind.qualified_name in (data.skip_message or "") and "catch-up" in (
+        data.skip_message or ""
+    ), data.skip_message
+
+    # the run in flight ends: the table's catch-up of r1 comes next, then one chain again
+    harness.instance.delete_run(fake)
+    _run(harness, second)
+    (catch_up,) = harness.tick().run_requests
+    assert catch_up.partition_key == r1.key and _selected_tables(harness, catch_up) == {behind}
+    _run(harness, catch_up)
     assert harness.sync() >= 1
     harness.assert_mirrors_equal_source()

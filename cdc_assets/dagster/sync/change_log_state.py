@@ -40,15 +40,39 @@ def mark_gap(
     reason: str | None,
     snapshot: SnapshotInfo | None,
     run_id: str,
+    awaits_resnapshot: bool = False,
 ) -> None:
-    """Record that ``partition_key`` could not be read for ``table`` (nothing was written)."""
-    gap = Gap(reason, snapshot.version if snapshot else None, run_id)
+    """Record that ``partition_key`` could not be read for ``table`` (nothing was written);
+    ``awaits_resnapshot``: the sensor's re-snapshot resolves it as a matter of course."""
+    gap = Gap(reason, snapshot.version if snapshot else None, run_id, awaits_resnapshot)
     source.store.mark_gap(spark, table.change_log_key.path, partition_key, gap_properties(gap))
 
 
 def recorded_gap(source: Source, table: CapturedTable, partition_key: str) -> Gap | None:
     """The gap recorded for ``partition_key`` of ``table``'s change log, if any."""
     return gap_of(source.store.gap(table.change_log_key.path, partition_key))
+
+
+class AwaitsResnapshot(Exception):
+    """A range a mirror or history needs was refused for its table, which now waits for the
+    re-snapshot the sensor starts (:func:`awaited_resnapshot`): it stays where it is, and the
+    run does not fail for it."""
+
+
+def awaited_resnapshot(
+    source: Source, table: CapturedTable, snapshot: SnapshotInfo, partition_key: str
+) -> AwaitsResnapshot | None:
+    """Why ``table`` waits for its re-snapshot at ``partition_key``: a gap recorded there under
+    its current snapshot that the re-snapshot resolves (a new capture instance, changed column
+    rules, with ``sync.on_gap = resnapshot``); None otherwise (a person is needed, or nothing
+    was recorded: the range has not run for the table)."""
+    gap = recorded_gap(source, table, partition_key)
+    if gap is None or not gap.awaits_resnapshot or gap.snapshot_version != snapshot.version:
+        return None
+    return AwaitsResnapshot(
+        f"range {partition_key} was refused for it ({gap.reason or 'a schema change'}); it "
+        "waits for the table's re-snapshot, which the sync sensor starts"
+    )
 
 
 def clear_gap(

@@ -34,7 +34,7 @@ from cdc_assets.spark.mirror_merge import rows_after_keyed_changes, rows_after_m
 from cdc_assets.sqlserver.lsn_queries import commit_time_at_or_before
 
 from .chain import ChainGap, SnapshotInfo, ranges_covering
-from .change_log_state import snapshot_info
+from .change_log_state import AwaitsResnapshot, awaited_resnapshot, snapshot_info
 from .names import SNAPSHOT_PARTITION
 from .source import CapturedTable, Source
 from .sync_state import SourceSync, TableSync, mirror_at
@@ -178,7 +178,10 @@ def plan_history(
         raise Failure(
             f"{table.qualified_name}: cannot bring its history to {target.hex}: {exc}"
         ) from None
-    rows, holding = _change_rows(source, table, needed, row, snapshot)
+    try:
+        rows, holding = _change_rows(source, table, needed, row, snapshot)
+    except AwaitsResnapshot as waiting:
+        return HistoryPlan(rebased, str(waiting), done, position, commit_lsn)
     done.update(previous_lsn=start.hex, ranges_applied=len(needed), change_rows=rows)
     reached = history_store.HistoryPosition(target, snapshot.version)
     if not rows:
@@ -328,6 +331,9 @@ def _change_rows(
         if found is None:
             if passed is not None and passed >= lsn_range.hi:
                 continue  # quiet for the table
+            waiting = awaited_resnapshot(source, table, snapshot, lsn_range.key)
+            if waiting is not None:
+                raise waiting
             raise Failure(
                 f"{table.qualified_name}: range {lsn_range.key} has not been materialized for "
                 f"{table.change_log_key.to_user_string()}; materialize that partition first (the "
