@@ -7,9 +7,10 @@ mirror's asset key (``cdc.dbo_orders_mirror`` -> ``mirror/<source>/dbo/orders_mi
 models run on dbt-spark's ``session`` method, a PySpark session that is a Spark Connect client
 of ``spark.remote``: the same Spark the sync runs attach to, whose session catalog holds the
 names (so the example needs ``spark.remote``). They follow their mirrors as ``daily_orders``
-does: at most once a minute, after a mirror moved (their automation condition, evaluated by the
-examples' sensor), never inside a sync run. Each run records the models' columns and their
-column lineage (dagster-dbt's ``fetch_column_metadata``), down to the mirrors' columns.
+does, after a mirror moved, but every five minutes (a build costs a core for most of a minute),
+by their automation condition, evaluated by the examples' sensor; never inside a sync run. Each
+run records the models' columns and their column lineage (dagster-dbt's
+``fetch_column_metadata``), down to the mirrors' columns.
 
 The manifest is prepared without network (``dbt parse``: the project has no packages) when it
 is missing or older than a file of the project: at install time (``scripts/setup.sh``), else at
@@ -70,7 +71,7 @@ def model_key(source: str, model: str) -> AssetKey:
 
 class MirrorsTranslator(DagsterDbtTranslator):
     """dbt sources are the source's mirrors (by their registered names); models are
-    ``dbt/<source>/<model>`` in group ``analytics``, following their mirrors once a minute."""
+    ``dbt/<source>/<model>`` in group ``analytics``, following their mirrors every five minutes."""
 
     def __init__(self, source: Source, cron: str) -> None:
         super().__init__()

@@ -30,7 +30,7 @@ from dagster import (
     DynamicPartitionsDefinition,
     multi_asset_check,
 )
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdc_assets.lsn import Lsn
@@ -187,26 +187,34 @@ def interval_integrity(
     history = source.store.read(spark, table.history_key.path, None, version=found[0])
     keys = list(table.instance.key_columns)  # as the history reads: names, not stored names
     start, end, current = F.col(START_LSN_COLUMN), F.col(END_LSN_COLUMN), F.col(IS_CURRENT)
-    problems: dict[str, DataFrame] = {
+    conditions: dict[str, Column] = {
         "versions that end at or before they start, or are current while they have an end "
-        "(or not current without one)": history.where(
-            (end.isNotNull() & (end <= start)) | (current != end.isNull())
-        ),
+        "(or not current without one)": (end.isNotNull() & (end <= start))
+        | (current != end.isNull()),
     }
+    flagged = history
     if keys:
         by_key = Window.partitionBy(*[F.col(sql_name(k)) for k in keys]).orderBy(start)
-        ordered = history.withColumn("__previous_end", F.lag(end).over(by_key)).withColumn(
+        flagged = history.withColumn("__previous_end", F.lag(end).over(by_key)).withColumn(
             "__previous", F.lag(start).over(by_key)
         )
-        problems["keys with two versions whose intervals overlap (or two current ones)"] = (
-            ordered.where(
-                F.col("__previous").isNotNull()
-                & (F.col("__previous_end").isNull() | (F.col("__previous_end") > start))
-            )
-        )
-    else:
+        conditions["keys with two versions whose intervals overlap (or two current ones)"] = F.col(
+            "__previous"
+        ).isNotNull() & (F.col("__previous_end").isNull() | (F.col("__previous_end") > start))
+    # one Spark job counts the versions and each kind of broken one; examples only where found
+    counted = flagged.agg(
+        F.count(F.lit(1)).alias("__versions"),
+        *[F.sum(c.cast("int")).alias(f"__broken{i}") for i, c in enumerate(conditions.values())],
+    ).first()
+    assert counted is not None  # an aggregate has one row
+    metadata: dict[str, Any] = {"versions": counted["__versions"]}
+    problems: dict[str, DataFrame] = {
+        what: flagged.where(condition).select(*[F.col(sql_name(c)) for c in history.columns])
+        for i, (what, condition) in enumerate(conditions.items())
+        if counted[f"__broken{i}"]
+    }
+    if not keys:
         problems.update(_multiset_problems(spark, source, table, history, found[1]))
-    metadata: dict[str, Any] = {"versions": history.count()}
     failed = []
     for what, rows in problems.items():
         examples = rows.limit(EXAMPLES).collect()
