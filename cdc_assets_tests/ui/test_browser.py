@@ -517,8 +517,9 @@ def test_the_ui_shows_lineage_partitions_a_failed_check_and_launches_a_snapshot(
             tmp_path,
             db,
             sync={"sensor_interval_seconds": 1, "on_gap": "fail"},
-            # not the dbt example: its build once a minute (a dbt process and a Spark Connect
-            # session) doubled the scenario's time on 2 cores; test_dbt_models checks its lineage
+            # not the dbt example: its builds (a dbt process and a Spark Connect session each,
+            # then once a minute) doubled the scenario's time on 2 cores; test_dbt_models checks
+            # its lineage
             examples=["daily_orders"],
             spark_remote=spark.url,
             # The scenario does not show maintenance (its own tests do); its hourly run, VACUUMing
